@@ -1,0 +1,14 @@
+/* The core's GError domain.  Codes are errno values, so that a front end can
+ * hand them to the kernel as they are (ENOENT, EIO, EACCES...). */
+#ifndef HSM_ERROR_H
+#define HSM_ERROR_H
+
+#include <glib.h>
+
+#define HSM_ERROR (hsm_error_quark())
+GQuark hsm_error_quark(void);
+
+/* The errno of err: its code in HSM_ERROR, else EIO. */
+int hsm_error_errno(const GError *err);
+
+#endif
