@@ -18,6 +18,12 @@ void hsm_range_map_clear(HsmRangeMap *map)
 	map->ranges = NULL;
 }
 
+void hsm_range_map_copy(HsmRangeMap *to, const HsmRangeMap *from)
+{
+	hsm_range_map_init(to);
+	g_array_append_vals(to->ranges, from->ranges->data, from->ranges->len);
+}
+
 /* Index of the first range whose end is >= offset (ranges touching offset). */
 static guint first_ending_at_or_after(const HsmRangeMap *map, guint64 offset)
 {

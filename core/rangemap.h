@@ -19,6 +19,7 @@ typedef struct {
 
 void hsm_range_map_init(HsmRangeMap *map);
 void hsm_range_map_clear(HsmRangeMap *map);
+void hsm_range_map_copy(HsmRangeMap *to, const HsmRangeMap *from);
 void hsm_range_map_add(HsmRangeMap *map, guint64 start, guint64 end);
 void hsm_range_map_remove(HsmRangeMap *map, guint64 start, guint64 end);
 gboolean hsm_range_map_contains(const HsmRangeMap *map, guint64 start, guint64 end);

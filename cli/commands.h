@@ -1,0 +1,8 @@
+/* The verbs of the httphsm command; each returns the process exit status. */
+#ifndef HSM_COMMANDS_H
+#define HSM_COMMANDS_H
+
+int hsm_command_mount(int argc, char **argv);
+int hsm_command_umount(int argc, char **argv);
+
+#endif

@@ -1,0 +1,297 @@
+/* `httphsm mount`: options, start-up checks, and handing over to a mode. */
+#include "commands.h"
+#include "daemon.h"
+#include "error.h"
+#include "fusefs.h"
+#include "log.h"
+#include "tree.h"
+#include "url.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+	char *mode;
+	char *cache_dir;
+	gboolean foreground;
+	char **fuse_options;
+	char *credentials;
+	gboolean netrc;
+	char *proxy;
+	char *cacert;
+	gboolean insecure;
+	char *user_agent;
+	gint max_connections;
+	gint retries;
+	gint stall_timeout;
+	char *min_window;
+	char *max_window;
+	gboolean verbose;
+	gboolean fuse_debug;
+	char *log_file;
+} MountOptions;
+
+static const char mount_summary[] =
+	"Makes the HTTP directory tree at URL (an nginx, Apache, lighttpd or Caddy\n"
+	"autoindex listing, or python's http.server) appear at MOUNTPOINT.  Listings\n"
+	"and file bytes are fetched only when touched, kept in a persistent cache\n"
+	"directory, and served from there afterwards (also after a remount, and\n"
+	"offline).\n"
+	"\n"
+	"Modes:\n"
+	"  fuse      a read-only FUSE file system (libfuse3); works as any user\n"
+	"            who can use fusermount3.\n"
+	"  fanotify  the cache directory itself is bind-mounted on MOUNTPOINT and\n"
+	"            filled on demand through fanotify pre-content events; needs\n"
+	"            root, Linux 6.14+ or the patched kernel of kernel-patches/,\n"
+	"            and a cache on ext4, xfs or btrfs.\n"
+	"\n"
+	"The daemon goes to the background once the mount works; errors found\n"
+	"before that (unreachable URL, not a listing, bad mountpoint) are printed\n"
+	"and make the command exit 1.  Stop it with `httphsm umount MOUNTPOINT`\n"
+	"(or `fusermount3 -u MOUNTPOINT` in FUSE mode).";
+
+static const char mount_details[] =
+	"Cache: --cache-dir defaults to $XDG_CACHE_HOME/httphsm/HOST-HASH\n"
+	"(~/.cache/httphsm/...).  It holds tree/ (the mirror, sparse files), state/\n"
+	"(which byte ranges are present) and httphsm.log (the daemon's log).\n"
+	"\n"
+	"Sizes: listings that round sizes (\"1.2M\", as kernel.org's nginx does) get\n"
+	"exact sizes from parallel HEAD requests when the directory is first read;\n"
+	"exact listings need one request per directory.  The first read of a file\n"
+	"region fetches --min-window bytes; sequential readers double it up to\n"
+	"--max-window, with one window fetched ahead.\n"
+	"\n"
+	"Examples:\n"
+	"  httphsm mount https://cdn.kernel.org/pub/ /mnt/pub\n"
+	"  tar tvf /mnt/pub/linux/kernel/v6.x/linux-6.1.tar.xz | head\n"
+	"  httphsm umount /mnt/pub";
+
+static gboolean parse_size(const char *text, guint64 *out, GError **err)
+{
+	char *end;
+	guint64 value;
+
+	if (!text)
+		return TRUE;
+	value = g_ascii_strtoull(text, &end, 10);
+	switch (g_ascii_toupper(*end)) {
+	case 'K':
+		value <<= 10, end++;
+		break;
+	case 'M':
+		value <<= 20, end++;
+		break;
+	case 'G':
+		value <<= 30, end++;
+		break;
+	}
+	if (end == text || *end || value == 0) {
+		g_set_error(err, HSM_ERROR, EINVAL, "'%s' is not a size (e.g. 256K, 8M)", text);
+		return FALSE;
+	}
+	*out = value;
+	return TRUE;
+}
+
+static GOptionContext *mount_context(MountOptions *o)
+{
+	const GOptionEntry entries[] = {
+		{ "mode", 'm', 0, G_OPTION_ARG_STRING, &o->mode,
+		  "How to serve the tree: fuse (default) or fanotify", "MODE" },
+		{ "cache-dir", 'c', 0, G_OPTION_ARG_FILENAME, &o->cache_dir,
+		  "Cache directory (default: ~/.cache/httphsm/HOST-HASH)", "DIR" },
+		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &o->foreground,
+		  "Stay in the foreground and log to stderr", NULL },
+		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &o->fuse_options,
+		  "FUSE mount options, e.g. allow_other (FUSE mode)", "OPT[,OPT...]" },
+		{ "user", 'u', 0, G_OPTION_ARG_STRING, &o->credentials,
+		  "HTTP authentication", "USER:PASSWORD" },
+		{ "netrc", 0, 0, G_OPTION_ARG_NONE, &o->netrc,
+		  "Take HTTP credentials from ~/.netrc", NULL },
+		{ "proxy", 0, 0, G_OPTION_ARG_STRING, &o->proxy,
+		  "Proxy (default: the http_proxy/https_proxy variables)", "URL" },
+		{ "cacert", 0, 0, G_OPTION_ARG_FILENAME, &o->cacert,
+		  "CA certificates to verify the server with", "FILE" },
+		{ "insecure", 'k', 0, G_OPTION_ARG_NONE, &o->insecure,
+		  "Do not verify the server's TLS certificate", NULL },
+		{ "user-agent", 0, 0, G_OPTION_ARG_STRING, &o->user_agent,
+		  "User-Agent header (default: httphsm/VERSION)", "TEXT" },
+		{ "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections,
+		  "Parallel HTTP transfers (default: 8)", "N" },
+		{ "retries", 0, 0, G_OPTION_ARG_INT, &o->retries,
+		  "Retries of a failed request, with backoff (default: 5)", "N" },
+		{ "timeout", 0, 0, G_OPTION_ARG_INT, &o->stall_timeout,
+		  "Give up a transfer that received nothing for this long (default: 30)",
+		  "SECONDS" },
+		{ "min-window", 0, 0, G_OPTION_ARG_STRING, &o->min_window,
+		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
+		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
+		  "Largest fetch of a sequential reader (default: 8M)", "SIZE" },
+		{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, &o->log_file,
+		  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
+		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "Log debug messages", NULL },
+		{ "debug-fuse", 0, 0, G_OPTION_ARG_NONE, &o->fuse_debug,
+		  "Log every FUSE request (implies -f)", NULL },
+		{ NULL },
+	};
+	GOptionContext *context = g_option_context_new("URL MOUNTPOINT");
+
+	g_option_context_set_summary(context, mount_summary);
+	g_option_context_set_description(context, mount_details);
+	g_option_context_add_main_entries(context, entries, NULL);
+	return context;
+}
+
+static void mount_options_clear(MountOptions *o)
+{
+	g_free(o->mode);
+	g_free(o->cache_dir);
+	g_strfreev(o->fuse_options);
+	g_free(o->credentials);
+	g_free(o->proxy);
+	g_free(o->cacert);
+	g_free(o->user_agent);
+	g_free(o->min_window);
+	g_free(o->max_window);
+	g_free(o->log_file);
+}
+
+static gboolean tree_options_from(const MountOptions *o, const char *url,
+				  HsmTreeOptions *tree, GError **err)
+{
+	hsm_tree_options_init(tree);
+	tree->url = hsm_url_normalize_base(url, err);
+	if (!tree->url)
+		return FALSE;
+	tree->cache_dir = o->cache_dir ? g_canonicalize_filename(o->cache_dir, NULL)
+				       : hsm_store_default_dir(tree->url);
+	tree->fetch.credentials = g_strdup(o->credentials);
+	tree->fetch.netrc = o->netrc;
+	tree->fetch.proxy = g_strdup(o->proxy);
+	tree->fetch.cacert = g_strdup(o->cacert);
+	tree->fetch.insecure = o->insecure;
+	tree->fetch.user_agent = g_strdup(o->user_agent);
+	if (o->max_connections > 0)
+		tree->fetch.max_connections = o->max_connections;
+	if (o->retries >= 0)
+		tree->fetch.retries = o->retries;
+	if (o->stall_timeout > 0)
+		tree->fetch.stall_timeout = o->stall_timeout;
+	return parse_size(o->min_window, &tree->min_window, err) &&
+	       parse_size(o->max_window, &tree->max_window, err);
+}
+
+static gboolean check_mountpoint(const char *path, GError **err)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		g_set_error(err, HSM_ERROR, errno, "mountpoint %s: %s", path, g_strerror(errno));
+		return FALSE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		g_set_error(err, HSM_ERROR, ENOTDIR, "mountpoint %s is not a directory", path);
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, GError **err)
+{
+	g_autofree char *path = o->log_file ? g_strdup(o->log_file)
+					    : g_build_filename(tree->cache_dir, "httphsm.log", NULL);
+
+	if (o->foreground && !o->log_file)
+		return TRUE;
+	if (g_mkdir_with_parents(tree->cache_dir, 0755) < 0) {
+		g_set_error(err, HSM_ERROR, errno, "cannot create %s: %s", tree->cache_dir,
+			    g_strerror(errno));
+		return FALSE;
+	}
+	return hsm_log_to_file(path, err);
+}
+
+/* Lists the root once, so that a wrong URL fails the mount command itself.
+ * A cache that was populated before works without the server. */
+static gboolean check_root(HsmTree *tree, GError **err)
+{
+	if (!hsm_tree_populate(tree, "", err)) {
+		g_prefix_error(err, "cannot list %s: ", hsm_store_url(hsm_tree_store(tree)));
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoint)
+{
+	g_autofree char *fuse_options = o->fuse_options ? g_strjoinv(",", o->fuse_options) : NULL;
+	g_autoptr(GError) err = NULL;
+	HsmFuse *fuse = hsm_fuse_mount(tree, mountpoint, fuse_options, o->fuse_debug, &err);
+	int rc;
+
+	if (!fuse) {
+		hsm_daemon_failed(err->message);
+		return 1;
+	}
+	g_message("serving %s on %s (FUSE mode, cache %s)", hsm_store_url(hsm_tree_store(tree)),
+		  mountpoint, hsm_store_dir(hsm_tree_store(tree)));
+	hsm_daemon_ready();
+	rc = hsm_fuse_serve(fuse);
+	hsm_fuse_free(fuse);
+	g_message("unmounted %s", mountpoint);
+	return rc ? 1 : 0;
+}
+
+int hsm_command_mount(int argc, char **argv)
+{
+	MountOptions o = { .retries = -1 };
+	g_autoptr(GOptionContext) context = mount_context(&o);
+	g_autoptr(GError) err = NULL;
+	HsmTreeOptions tree_options = { 0 };
+	g_autofree char *mountpoint = NULL;
+	HsmTree *tree = NULL;
+	int rc = 1;
+
+	if (!g_option_context_parse(context, &argc, &argv, &err))
+		goto usage_error;
+	if (argc != 3) {
+		g_set_error(&err, HSM_ERROR, EINVAL, "expected URL and MOUNTPOINT");
+		goto usage_error;
+	}
+	if (o.mode && strcmp(o.mode, "fuse")) {
+		g_set_error(&err, HSM_ERROR, EINVAL, "unknown --mode '%s' (fuse or fanotify)",
+			    o.mode);
+		goto usage_error;
+	}
+	o.foreground = o.foreground || o.fuse_debug;
+	hsm_log_init(o.verbose);
+	mountpoint = g_canonicalize_filename(argv[2], NULL);
+	if (!tree_options_from(&o, argv[1], &tree_options, &err) ||
+	    !check_mountpoint(mountpoint, &err)) {
+		fprintf(stderr, "httphsm mount: %s\n", err->message);
+		goto out;
+	}
+
+	hsm_daemon_start(!o.foreground);
+	if (!open_log(&o, &tree_options, &err) ||
+	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err)) {
+		hsm_daemon_failed(err->message);
+		goto out;
+	}
+	rc = serve_fuse(tree, &o, mountpoint);
+	goto out;
+
+usage_error:
+	fprintf(stderr, "httphsm mount: %s\nTry 'httphsm mount --help'.\n", err->message);
+	rc = 2;
+out:
+	hsm_tree_close(tree);
+	hsm_tree_options_clear(&tree_options);
+	mount_options_clear(&o);
+	return rc;
+}

@@ -1,0 +1,66 @@
+/* `httphsm umount`: stops the daemon serving a mountpoint, whatever its mode. */
+#include "commands.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The file system type of the mount at path, from /proc/self/mountinfo. */
+static char *mount_type(const char *path)
+{
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	char *type = NULL;
+
+	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+		return NULL;
+	lines = g_strsplit(text, "\n", -1);
+	for (char **line = lines; *line && **line; line++) {
+		g_auto(GStrv) halves = g_strsplit(*line, " - ", 2);
+		g_auto(GStrv) fields = g_strsplit(halves[0], " ", -1);
+		g_auto(GStrv) rest = halves[1] ? g_strsplit(halves[1], " ", -1) : NULL;
+		g_autofree char *point = NULL;
+
+		if (g_strv_length(fields) < 5 || !rest || !rest[0])
+			continue;
+		/* mountinfo escapes spaces and the like as \ooo */
+		point = g_strcompress(fields[4]);
+		if (!strcmp(point, path)) {
+			g_free(type);
+			type = g_strdup(rest[0]); /* the last mount on path wins */
+		}
+	}
+	return type;
+}
+
+int hsm_command_umount(int argc, char **argv)
+{
+	g_autofree char *path = NULL;
+	g_autofree char *type = NULL;
+
+	if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fprintf(argc == 2 ? stdout : stderr,
+			"Usage: httphsm umount MOUNTPOINT\n\n"
+			"Stops serving MOUNTPOINT: unmounts it and ends its daemon, which saves\n"
+			"the cache state first.  FUSE mounts can also be unmounted with\n"
+			"fusermount3 -u MOUNTPOINT.\n");
+		return argc == 2 ? 0 : 2;
+	}
+	path = g_canonicalize_filename(argv[1], NULL);
+	type = mount_type(path);
+	if (!type) {
+		fprintf(stderr, "httphsm umount: %s is not a mount point\n", path);
+		return 1;
+	}
+	if (!strcmp(type, "fuse.httphsm")) {
+		char *args[] = { "fusermount3", "-u", path, NULL };
+
+		execvp(args[0], args);
+		perror("httphsm umount: cannot run fusermount3");
+		return 1;
+	}
+	fprintf(stderr, "httphsm umount: %s is a %s mount, not an httphsm one\n", path, type);
+	return 1;
+}

@@ -1,0 +1,720 @@
+/* HTTP transfers with libcurl; see fetch.h.
+ *
+ * Every request gets its own easy handle; the handles share one connection
+ * cache, DNS cache and TLS session cache through a CURLSH, so requests from
+ * any thread reuse keep-alive connections.  Range transfers and HEADs run on
+ * a GThreadPool whose size bounds the number of parallel connections.
+ */
+#include "fetch.h"
+#include "error.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <string.h>
+
+struct HsmFetcher {
+	HsmFetchOptions options;
+	CURLSH *share;
+	GMutex share_locks[CURL_LOCK_DATA_LAST];
+	GThreadPool *pool;
+	gint aborting;           /* atomic: set by hsm_fetcher_free() */
+	GMutex stats_lock;
+	HsmFetchStats stats;     /* protected by stats_lock */
+};
+
+/* The headers of the final response (redirects and 1xx reset them). */
+typedef struct {
+	char *etag;
+	char *content_range;
+	gint64 retry_after;      /* seconds, -1 when absent */
+	char error[CURL_ERROR_SIZE]; /* libcurl's detailed message */
+} ResponseHeaders;
+
+typedef enum {
+	TASK_HEAD,
+	TASK_RANGE,
+} TaskKind;
+
+typedef struct {
+	TaskKind kind;
+	gpointer data;
+} Task;
+
+/* Completion of a batch of HEADs. */
+typedef struct {
+	GMutex lock;
+	GCond cond;
+	guint pending;           /* protected by lock */
+} Batch;
+
+typedef struct {
+	HsmHeadJob *job;
+	Batch *batch;
+} HeadTask;
+
+typedef struct {
+	HsmFetcher *fetcher;
+	char *url;
+	guint64 start, end;
+	guint64 next;            /* first byte of [start, end) not yet written */
+	HsmRangeSink sink;
+	gpointer user_data;
+	/* State of the current attempt. */
+	CURL *curl;
+	ResponseHeaders headers;
+	gboolean began;          /* the response status was looked at */
+	gboolean unwanted;       /* not a 200/206: the body is not file data */
+	guint64 stream_offset;   /* file offset of the next body byte */
+	guint64 stream_limit;    /* bytes past this are not trusted */
+	GError *fatal;           /* a non-retryable error from a callback */
+} RangeTransfer;
+
+void hsm_fetch_options_init(HsmFetchOptions *options)
+{
+	*options = (HsmFetchOptions){
+		.max_connections = 8,
+		.retries = 5,
+		.connect_timeout = 15,
+		.stall_timeout = 30,
+		.retry_delay_ms = 250,
+	};
+}
+
+void hsm_fetch_options_clear(HsmFetchOptions *options)
+{
+	g_free(options->user_agent);
+	g_free(options->credentials);
+	g_free(options->proxy);
+	g_free(options->cacert);
+	memset(options, 0, sizeof(*options));
+}
+
+void hsm_remote_info_clear(HsmRemoteInfo *info)
+{
+	g_free(info->etag);
+	info->etag = NULL;
+}
+
+void hsm_page_clear(HsmPage *page)
+{
+	if (page->body)
+		g_byte_array_unref(page->body);
+	g_free(page->url);
+	g_free(page->charset);
+	memset(page, 0, sizeof(*page));
+}
+
+static void response_headers_clear(ResponseHeaders *headers)
+{
+	g_free(headers->etag);
+	g_free(headers->content_range);
+	headers->etag = headers->content_range = NULL;
+	headers->retry_after = -1;
+}
+
+static void share_lock(CURL *curl, curl_lock_data data, curl_lock_access access, void *user)
+{
+	HsmFetcher *fetcher = user;
+
+	(void)curl;
+	(void)access;
+	g_mutex_lock(&fetcher->share_locks[data]);
+}
+
+static void share_unlock(CURL *curl, curl_lock_data data, void *user)
+{
+	HsmFetcher *fetcher = user;
+
+	(void)curl;
+	g_mutex_unlock(&fetcher->share_locks[data]);
+}
+
+static void count_request(HsmFetcher *fetcher)
+{
+	g_mutex_lock(&fetcher->stats_lock);
+	fetcher->stats.requests++;
+	g_mutex_unlock(&fetcher->stats_lock);
+}
+
+static void count_body(HsmFetcher *fetcher, gsize len)
+{
+	g_mutex_lock(&fetcher->stats_lock);
+	fetcher->stats.body_bytes += len;
+	g_mutex_unlock(&fetcher->stats_lock);
+}
+
+void hsm_fetcher_get_stats(HsmFetcher *fetcher, HsmFetchStats *stats)
+{
+	g_mutex_lock(&fetcher->stats_lock);
+	*stats = fetcher->stats;
+	g_mutex_unlock(&fetcher->stats_lock);
+}
+
+static gboolean aborting(HsmFetcher *fetcher)
+{
+	return g_atomic_int_get(&fetcher->aborting);
+}
+
+static int abort_check(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return aborting(user) ? 1 : 0;
+}
+
+static char *strip_header_value(const char *line, gsize len, gsize name_len)
+{
+	return g_strstrip(g_strndup(line + name_len, len - name_len));
+}
+
+static size_t on_header(char *line, size_t size, size_t count, void *user)
+{
+	ResponseHeaders *headers = user;
+	gsize len = size * count;
+
+	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
+		response_headers_clear(headers);
+	} else if (len > 5 && !g_ascii_strncasecmp(line, "ETag:", 5)) {
+		g_free(headers->etag);
+		headers->etag = strip_header_value(line, len, 5);
+	} else if (len > 14 && !g_ascii_strncasecmp(line, "Content-Range:", 14)) {
+		g_free(headers->content_range);
+		headers->content_range = strip_header_value(line, len, 14);
+	} else if (len > 12 && !g_ascii_strncasecmp(line, "Retry-After:", 12)) {
+		g_autofree char *value = strip_header_value(line, len, 12);
+
+		if (g_ascii_isdigit(value[0]))
+			headers->retry_after = g_ascii_strtoll(value, NULL, 10);
+	}
+	return len;
+}
+
+/* A handle with everything common to all requests set. */
+static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *headers)
+{
+	const HsmFetchOptions *o = &fetcher->options;
+	CURL *curl = curl_easy_init();
+
+	if (!curl)
+		g_error("curl_easy_init failed: out of memory");
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_SHARE, fetcher->share);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)o->connect_timeout);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, (long)o->stall_timeout);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT,
+			 o->user_agent ? o->user_agent : "httphsm/" HTTPHSM_VERSION);
+	if (o->credentials)
+		curl_easy_setopt(curl, CURLOPT_USERPWD, o->credentials);
+	if (o->netrc)
+		curl_easy_setopt(curl, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+	if (o->proxy)
+		curl_easy_setopt(curl, CURLOPT_PROXY, o->proxy);
+	if (o->cacert)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, o->cacert);
+	if (o->insecure) {
+		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_check);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, fetcher);
+	response_headers_clear(headers);
+	headers->error[0] = '\0';
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, headers->error);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, headers);
+	return curl;
+}
+
+static CURLcode perform(HsmFetcher *fetcher, CURL *curl, long *status)
+{
+	CURLcode rc;
+
+	count_request(fetcher);
+	rc = curl_easy_perform(curl);
+	*status = 0;
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+	return rc;
+}
+
+static int errno_for_status(long status)
+{
+	switch (status) {
+	case 404:
+	case 410:
+		return ENOENT;
+	case 401:
+	case 403:
+	case 407:
+		return EACCES;
+	default:
+		return EIO;
+	}
+}
+
+static gboolean status_is_transient(long status)
+{
+	return status == 408 || status == 429 || status >= 500;
+}
+
+static gboolean curl_error_is_transient(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_BAD_CONTENT_ENCODING:
+		return TRUE;
+	default:
+		return FALSE;
+	}
+}
+
+/* Sleeps before attempt number `attempt` (1-based), unless shutting down. */
+static void backoff(HsmFetcher *fetcher, guint attempt, gint64 retry_after)
+{
+	guint64 delay_ms = (guint64)fetcher->options.retry_delay_ms << MIN(attempt - 1, 5u);
+
+	if (retry_after >= 0)
+		delay_ms = MAX(delay_ms, (guint64)MIN(retry_after, 30) * 1000);
+	delay_ms = MIN(delay_ms, 30000u);
+	for (guint64 slept = 0; slept < delay_ms && !aborting(fetcher); slept += 50)
+		g_usleep(50 * 1000);
+}
+
+/* Decides what a failed attempt means.  Returns TRUE (after the backoff)
+ * when the request should be sent again, else sets err. */
+static gboolean should_retry(HsmFetcher *fetcher, const char *method, const char *url,
+			     guint attempt, CURLcode rc, long status,
+			     const ResponseHeaders *headers, GError **err)
+{
+	gboolean transient = status ? status_is_transient(status) : curl_error_is_transient(rc);
+	guint attempts = attempt + 1;
+	g_autofree char *tries = attempts > 1 ? g_strdup_printf(" (after %u attempts)", attempts)
+					      : g_strdup("");
+
+	if (aborting(fetcher)) {
+		g_set_error(err, HSM_ERROR, ECANCELED, "%s %s: cancelled", method, url);
+		return FALSE;
+	}
+	if (transient && attempt < fetcher->options.retries) {
+		g_debug("%s %s: %s, retrying", method, url,
+			status ? "server error" : curl_easy_strerror(rc));
+		backoff(fetcher, attempt + 1, headers->retry_after);
+		return !aborting(fetcher);
+	}
+	if (status)
+		g_set_error(err, HSM_ERROR, errno_for_status(status), "%s %s: HTTP %ld%s", method,
+			    url, status, tries);
+	else
+		g_set_error(err, HSM_ERROR, EIO, "%s %s: %s%s", method, url,
+			    headers->error[0] ? headers->error : curl_easy_strerror(rc), tries);
+	return FALSE;
+}
+
+/* ---- Listing pages ---- */
+
+typedef struct {
+	HsmFetcher *fetcher;
+	GByteArray *body;
+	gsize max_size;
+	gboolean too_big;
+} PageSink;
+
+static size_t on_page_body(char *data, size_t size, size_t count, void *user)
+{
+	PageSink *sink = user;
+	gsize len = size * count;
+
+	count_body(sink->fetcher, len);
+	if (sink->body->len + len > sink->max_size) {
+		sink->too_big = TRUE;
+		return 0;
+	}
+	g_byte_array_append(sink->body, (const guint8 *)data, len);
+	return len;
+}
+
+static void fill_page(CURL *curl, HsmPage *page, GByteArray *body)
+{
+	char *url = NULL, *type = NULL;
+
+	curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &url);
+	curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
+	page->body = g_byte_array_ref(body);
+	page->url = g_strdup(url);
+	page->is_html = type && (g_str_has_prefix(type, "text/html") ||
+				 g_str_has_prefix(type, "application/xhtml"));
+	if (type && strstr(type, "charset=")) {
+		page->charset = g_strdup(strstr(type, "charset=") + 8);
+		g_strdelimit(page->charset, "; \"", '\0');
+	}
+}
+
+gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, HsmPage *page,
+			GError **err)
+{
+	ResponseHeaders headers = { 0 };
+	gboolean ok = FALSE;
+
+	memset(page, 0, sizeof(*page));
+	for (guint attempt = 0;; attempt++) {
+		PageSink sink = { fetcher, g_byte_array_new(), max_size, FALSE };
+		CURL *curl = new_handle(fetcher, url, &headers);
+		CURLcode rc;
+		long status;
+
+		curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_page_body);
+		curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+		rc = perform(fetcher, curl, &status);
+		if (rc == CURLE_OK && status == 200) {
+			fill_page(curl, page, sink.body);
+			ok = TRUE;
+		} else if (sink.too_big) {
+			g_set_error(err, HSM_ERROR, EFBIG, "GET %s: page larger than %zu bytes",
+				    url, max_size);
+		} else if (should_retry(fetcher, "GET", url, attempt, rc,
+					rc == CURLE_OK ? status : 0, &headers, err)) {
+			curl_easy_cleanup(curl);
+			g_byte_array_unref(sink.body);
+			continue;
+		}
+		curl_easy_cleanup(curl);
+		g_byte_array_unref(sink.body);
+		break;
+	}
+	response_headers_clear(&headers);
+	return ok;
+}
+
+/* ---- HEAD ---- */
+
+static size_t discard_body(char *data, size_t size, size_t count, void *user)
+{
+	(void)data, (void)user;
+	(void)size, (void)count;
+	return 0; /* the headers are all we wanted */
+}
+
+/* "bytes 0-0/12345" -> 12345; G_MAXUINT64 when absent or "*". */
+static guint64 total_from_content_range(const char *value)
+{
+	const char *slash = value ? strrchr(value, '/') : NULL;
+
+	if (!slash || !g_ascii_isdigit(slash[1]))
+		return G_MAXUINT64;
+	return g_ascii_strtoull(slash + 1, NULL, 10);
+}
+
+static void fill_remote_info(CURL *curl, const ResponseHeaders *headers, HsmRemoteInfo *info)
+{
+	curl_off_t length = -1, filetime = -1;
+
+	curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+	curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime);
+	info->size = headers->content_range ? total_from_content_range(headers->content_range)
+		     : length >= 0	      ? (guint64)length
+					      : G_MAXUINT64;
+	info->mtime = filetime;
+	g_free(info->etag);
+	info->etag = g_strdup(headers->etag);
+}
+
+/* One HEAD; servers that refuse HEAD (405, 501) or omit the length get a
+ * one-byte ranged GET instead. */
+static void run_head(HsmFetcher *fetcher, HsmHeadJob *job)
+{
+	ResponseHeaders headers = { 0 };
+	gboolean use_get = FALSE;
+	guint attempt = 0;
+
+	for (;;) {
+		CURL *curl = new_handle(fetcher, job->url, &headers);
+		gboolean again = FALSE;
+		CURLcode rc;
+		long status;
+
+		curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
+		if (use_get) {
+			curl_easy_setopt(curl, CURLOPT_RANGE, "0-0");
+			curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
+		} else {
+			curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+		}
+		rc = perform(fetcher, curl, &status);
+		if (rc == CURLE_WRITE_ERROR && use_get)
+			rc = CURLE_OK;
+		if (rc == CURLE_OK && (status == 200 || status == 206)) {
+			fill_remote_info(curl, &headers, &job->info);
+			again = job->info.size == G_MAXUINT64 && !use_get;
+			use_get = TRUE;
+		} else if (rc == CURLE_OK && (status == 405 || status == 501) && !use_get) {
+			again = use_get = TRUE;
+		} else {
+			again = should_retry(fetcher, use_get ? "GET" : "HEAD", job->url, attempt++, rc,
+					     rc == CURLE_OK ? status : 0, &headers, &job->error);
+		}
+		curl_easy_cleanup(curl);
+		if (!again)
+			break;
+	}
+	response_headers_clear(&headers);
+}
+
+static void push_task(HsmFetcher *fetcher, TaskKind kind, gpointer data)
+{
+	Task *task = g_new(Task, 1);
+
+	task->kind = kind;
+	task->data = data;
+	g_thread_pool_push(fetcher->pool, task, NULL);
+}
+
+void hsm_fetch_heads(HsmFetcher *fetcher, HsmHeadJob *jobs, guint count)
+{
+	Batch batch = { .pending = count };
+
+	g_mutex_init(&batch.lock);
+	g_cond_init(&batch.cond);
+	for (guint i = 0; i < count; i++) {
+		HeadTask *head = g_new(HeadTask, 1);
+
+		head->job = &jobs[i];
+		head->batch = &batch;
+		push_task(fetcher, TASK_HEAD, head);
+	}
+	g_mutex_lock(&batch.lock);
+	while (batch.pending)
+		g_cond_wait(&batch.cond, &batch.lock);
+	g_mutex_unlock(&batch.lock);
+	g_mutex_clear(&batch.lock);
+	g_cond_clear(&batch.cond);
+}
+
+static void run_head_task(HsmFetcher *fetcher, HeadTask *head)
+{
+	Batch *batch = head->batch;
+
+	run_head(fetcher, head->job);
+	g_free(head);
+	g_mutex_lock(&batch->lock);
+	if (--batch->pending == 0)
+		g_cond_signal(&batch->cond);
+	g_mutex_unlock(&batch->lock);
+}
+
+/* ---- Ranges ---- */
+
+/* "bytes first-last/total" of a 206. */
+static gboolean parse_content_range(const char *value, guint64 *first, guint64 *last)
+{
+	char *end;
+
+	if (!value || g_ascii_strncasecmp(value, "bytes ", 6))
+		return FALSE;
+	*first = g_ascii_strtoull(value + 6, &end, 10);
+	if (*end != '-')
+		return FALSE;
+	*last = g_ascii_strtoull(end + 1, &end, 10);
+	return *end == '/' && *last >= *first;
+}
+
+/* Looks at the status of a response, once, before its body. */
+static gboolean range_begin_response(RangeTransfer *t)
+{
+	HsmRemoteInfo info = { .size = G_MAXUINT64, .mtime = -1 };
+	long status = 0;
+	guint64 first, last;
+
+	t->began = TRUE;
+	curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status == 206) {
+		if (!parse_content_range(t->headers.content_range, &first, &last) || first > t->next) {
+			g_set_error(&t->fatal, HSM_ERROR, EIO,
+				    "GET %s: bad Content-Range '%s' for bytes %" G_GUINT64_FORMAT "-",
+				    t->url, t->headers.content_range ? t->headers.content_range : "",
+				    t->next);
+			return FALSE;
+		}
+		t->stream_offset = first;
+		t->stream_limit = last + 1;
+	} else if (status == 200) {
+		t->stream_offset = 0;
+		t->stream_limit = G_MAXUINT64;
+		info.whole_body = TRUE;
+	} else {
+		t->unwanted = TRUE;
+		return FALSE;
+	}
+	fill_remote_info(t->curl, &t->headers, &info);
+	if (info.whole_body && info.size != G_MAXUINT64)
+		t->stream_limit = info.size;
+	if (!t->sink.check(t->user_data, &info, &t->fatal)) {
+		hsm_remote_info_clear(&info);
+		return FALSE;
+	}
+	hsm_remote_info_clear(&info);
+	return TRUE;
+}
+
+static size_t on_range_body(char *data, size_t size, size_t count, void *user)
+{
+	RangeTransfer *t = user;
+	gsize len = size * count;
+	guint64 offset;
+
+	count_body(t->fetcher, len);
+	if (!t->began && !range_begin_response(t))
+		return 0;
+	offset = t->stream_offset;
+	t->stream_offset += len;
+	if (offset >= t->stream_limit)
+		return len;
+	len = MIN(len, t->stream_limit - offset);
+	if (!t->sink.write(t->user_data, offset, data, len, &t->fatal))
+		return 0;
+	if (offset <= t->next && offset + len > t->next)
+		t->next = offset + len;
+	return size * count;
+}
+
+static void finish_range(RangeTransfer *t, GError *err)
+{
+	t->sink.done(t->user_data, err);
+	g_free(t->url);
+	g_free(t);
+}
+
+static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
+{
+	GError *err = NULL;
+
+	for (guint attempt = 0;; attempt++) {
+		char range[64];
+		CURLcode rc;
+		long status;
+
+		t->curl = new_handle(fetcher, t->url, &t->headers);
+		t->began = t->unwanted = FALSE;
+		g_snprintf(range, sizeof(range), "%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, t->next,
+			   t->end - 1);
+		curl_easy_setopt(t->curl, CURLOPT_RANGE, range);
+		curl_easy_setopt(t->curl, CURLOPT_WRITEFUNCTION, on_range_body);
+		curl_easy_setopt(t->curl, CURLOPT_WRITEDATA, t);
+		rc = perform(fetcher, t->curl, &status);
+		if (!t->began && rc == CURLE_OK && !range_begin_response(t) && !t->unwanted)
+			rc = CURLE_WRITE_ERROR; /* check() refused an empty body */
+		curl_easy_cleanup(t->curl);
+		t->curl = NULL;
+		if (t->fatal) {
+			err = g_steal_pointer(&t->fatal);
+			break;
+		}
+		if (t->next >= t->end)
+			break;
+		if (rc == CURLE_OK && !t->unwanted) {
+			g_set_error(&err, HSM_ERROR, EIO,
+				    "GET %s: response ended at byte %" G_GUINT64_FORMAT
+				    " of %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT,
+				    t->url, t->next, t->start, t->end);
+			break;
+		}
+		if (!should_retry(fetcher, "GET", t->url, attempt, t->unwanted ? CURLE_OK : rc,
+				  t->unwanted ? status : 0, &t->headers, &err))
+			break;
+	}
+	response_headers_clear(&t->headers);
+	finish_range(t, err);
+}
+
+void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
+		     const HsmRangeSink *sink, gpointer user_data)
+{
+	RangeTransfer *t = g_new0(RangeTransfer, 1);
+
+	t->fetcher = fetcher;
+	t->url = g_strdup(url);
+	t->start = t->next = start;
+	t->end = end;
+	t->sink = *sink;
+	t->user_data = user_data;
+	push_task(fetcher, TASK_RANGE, t);
+}
+
+/* ---- The pool ---- */
+
+static void run_task(gpointer data, gpointer user)
+{
+	Task *task = data;
+
+	if (task->kind == TASK_HEAD)
+		run_head_task(user, task->data);
+	else
+		run_range(user, task->data);
+	g_free(task);
+}
+
+static void copy_options(HsmFetchOptions *to, const HsmFetchOptions *from)
+{
+	*to = *from;
+	to->user_agent = g_strdup(from->user_agent);
+	to->credentials = g_strdup(from->credentials);
+	to->proxy = g_strdup(from->proxy);
+	to->cacert = g_strdup(from->cacert);
+	to->max_connections = MAX(from->max_connections, 1u);
+}
+
+HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options)
+{
+	static gsize curl_ready;
+	HsmFetcher *fetcher = g_new0(HsmFetcher, 1);
+
+	if (g_once_init_enter(&curl_ready)) {
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		g_once_init_leave(&curl_ready, 1);
+	}
+	copy_options(&fetcher->options, options);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		g_mutex_init(&fetcher->share_locks[i]);
+	g_mutex_init(&fetcher->stats_lock);
+	fetcher->share = curl_share_init();
+	curl_share_setopt(fetcher->share, CURLSHOPT_LOCKFUNC, share_lock);
+	curl_share_setopt(fetcher->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+	curl_share_setopt(fetcher->share, CURLSHOPT_USERDATA, fetcher);
+	curl_share_setopt(fetcher->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	curl_share_setopt(fetcher->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(fetcher->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	fetcher->pool = g_thread_pool_new(run_task, fetcher, (gint)fetcher->options.max_connections,
+					  FALSE, NULL);
+	return fetcher;
+}
+
+void hsm_fetcher_free(HsmFetcher *fetcher)
+{
+	if (!fetcher)
+		return;
+	g_atomic_int_set(&fetcher->aborting, 1);
+	g_thread_pool_free(fetcher->pool, FALSE, TRUE);
+	curl_share_cleanup(fetcher->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		g_mutex_clear(&fetcher->share_locks[i]);
+	g_mutex_clear(&fetcher->stats_lock);
+	hsm_fetch_options_clear(&fetcher->options);
+	g_free(fetcher);
+}

@@ -1,0 +1,443 @@
+/* One cached file: which bytes are present, and fetching the rest.
+ *
+ * The path of a read: hsm_file_ensure() finds the first missing byte of the
+ * range; if a running fetch will write it, it waits for that fetch, else it
+ * starts one (aligned to pages, sized by the sequential window, never
+ * overlapping present data or another fetch).  The transfer thread writes
+ * the bytes into the cache file in 64 KiB pieces and marks each piece
+ * present as soon as it is written, waking the readers waiting for it.
+ */
+#include "error.h"
+#include "tree-private.h"
+#include "url.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096u
+#define FLUSH_SIZE (64u * 1024)
+
+typedef struct {
+	HsmFile *file;
+	guint refs;              /* protected by file->lock */
+	guint64 start, end;      /* bytes it will write; protected by file->lock */
+	guint generation;        /* the file's generation when it started */
+	gboolean finished;       /* protected by file->lock */
+	GError *error;           /* set when finished with an error */
+	/* Used only by the transfer thread. */
+	guint64 buffer_offset;
+	GByteArray *buffer;
+} Fetch;
+
+static guint64 align_down(guint64 offset)
+{
+	return offset & ~(guint64)(PAGE - 1);
+}
+
+static guint64 align_up(guint64 offset)
+{
+	return offset > G_MAXUINT64 - PAGE ? G_MAXUINT64 : align_down(offset + PAGE - 1);
+}
+
+const char *hsm_file_relpath(HsmFile *file)
+{
+	return file->relpath;
+}
+
+/* ---- Opening ---- */
+
+/* Loads the saved state, unless it is not about this file. */
+static void load_state(HsmFile *file, const struct stat *st)
+{
+	HsmFileState *state = &file->state;
+
+	if (hsm_store_load_file(file->tree->store, file->relpath, state) &&
+	    state->size == (guint64)st->st_size)
+		return;
+	hsm_file_state_clear(state);
+	hsm_file_state_init(state);
+	state->size = st->st_size;
+}
+
+HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
+{
+	HsmFile *file;
+	struct stat st;
+	int fd = openat(hsm_store_tree_fd(tree->store), relpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int code = fd < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+
+		g_set_error(err, HSM_ERROR, code, "%s: %s", relpath, g_strerror(code));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	file = g_new0(HsmFile, 1);
+	file->tree = tree;
+	file->relpath = g_strdup(relpath);
+	file->url = hsm_url_for_path(hsm_store_url(tree->store), relpath, FALSE);
+	file->fd = fd;
+	g_mutex_init(&file->lock);
+	g_cond_init(&file->progress);
+	g_mutex_init(&file->save_lock);
+	file->fetches = g_ptr_array_new();
+	file->window = tree->options.min_window;
+	hsm_file_state_init(&file->state);
+	load_state(file, &st);
+	/* A crash between a write and putting the mtime back leaves it wrong. */
+	hsm_store_restore_mtime(fd);
+	file->remote_mtime = hsm_store_get_mtime(fd);
+	if (file->remote_mtime < 0)
+		file->remote_mtime = st.st_mtime;
+	return file;
+}
+
+void hsm_file_free(HsmFile *file)
+{
+	g_assert(file->fetches->len == 0);
+	hsm_file_save(file);
+	close(file->fd);
+	hsm_file_state_clear(&file->state);
+	g_ptr_array_unref(file->fetches);
+	g_mutex_clear(&file->lock);
+	g_cond_clear(&file->progress);
+	g_mutex_clear(&file->save_lock);
+	g_free(file->relpath);
+	g_free(file->url);
+	g_free(file);
+}
+
+void hsm_file_get_status(HsmFile *file, HsmFileStatus *status)
+{
+	g_mutex_lock(&file->lock);
+	status->size = file->state.size;
+	status->present = hsm_range_map_total(&file->state.present);
+	status->generation = file->generation;
+	g_mutex_unlock(&file->lock);
+}
+
+/* ---- Saving ---- */
+
+void hsm_file_save(HsmFile *file)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFileState snapshot;
+
+	g_mutex_lock(&file->save_lock);
+	g_mutex_lock(&file->lock);
+	if (!file->dirty || g_atomic_int_get(&file->detached)) {
+		g_mutex_unlock(&file->lock);
+		g_mutex_unlock(&file->save_lock);
+		return;
+	}
+	snapshot = file->state;
+	snapshot.etag = g_strdup(file->state.etag);
+	hsm_range_map_copy(&snapshot.present, &file->state.present);
+	file->dirty = FALSE;
+	g_mutex_unlock(&file->lock);
+
+	/* The bytes must be durable before the state that calls them present. */
+	if (fdatasync(file->fd) < 0 ||
+	    !hsm_store_save_file(file->tree->store, file->relpath, &snapshot, &err)) {
+		g_warning("cannot save the state of %s: %s", file->relpath,
+			  err ? err->message : g_strerror(errno));
+		g_mutex_lock(&file->lock);
+		file->dirty = TRUE;
+		g_mutex_unlock(&file->lock);
+	}
+	hsm_file_state_clear(&snapshot);
+	g_mutex_unlock(&file->save_lock);
+}
+
+/* ---- Remote changes ---- */
+
+/* The remote file is not the one whose bytes we hold: drop them all and
+ * adopt the new size.  Called with file->lock held. */
+static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
+{
+	HsmFileState *state = &file->state;
+	guint64 size = info->size != G_MAXUINT64 ? info->size : state->size;
+
+	if (fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+		      (off_t)MAX(state->size, 1)) < 0 ||
+	    ftruncate(file->fd, (off_t)size) < 0)
+		g_warning("%s: cannot drop stale data: %s", file->relpath, g_strerror(errno));
+	if (info->mtime >= 0)
+		file->remote_mtime = info->mtime;
+	hsm_store_set_mtime(file->fd, file->remote_mtime);
+	hsm_range_map_clear(&state->present);
+	hsm_range_map_init(&state->present);
+	state->size = size;
+	g_free(state->etag);
+	state->etag = g_strdup(info->etag);
+	file->generation++;
+	file->dirty = TRUE;
+}
+
+/* ---- Fetches ---- */
+
+static void fetch_unref(Fetch *fetch)
+{
+	if (--fetch->refs)
+		return;
+	g_clear_error(&fetch->error);
+	if (fetch->buffer)
+		g_byte_array_unref(fetch->buffer);
+	g_free(fetch);
+}
+
+static gboolean pwrite_all(int fd, const guint8 *data, gsize len, guint64 offset, GError **err)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, data, len, (off_t)offset);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int code = n < 0 ? errno : EIO;
+
+			g_set_error(err, HSM_ERROR, code, "cannot write the cache: %s",
+				    g_strerror(code));
+			return FALSE;
+		}
+		data += n, len -= n, offset += n;
+	}
+	return TRUE;
+}
+
+/* Writes the buffered bytes and marks them present, if the file is still
+ * the version this fetch started on. */
+static gboolean flush_buffer(Fetch *fetch, GError **err)
+{
+	HsmFile *file = fetch->file;
+	GByteArray *buffer = fetch->buffer;
+	guint64 offset = fetch->buffer_offset;
+
+	if (!buffer || !buffer->len)
+		return TRUE;
+	if (!pwrite_all(file->fd, buffer->data, buffer->len, offset, err))
+		return FALSE;
+	g_mutex_lock(&file->lock);
+	if (fetch->generation == file->generation) {
+		struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
+
+		futimens(file->fd, times); /* the write made it "now" */
+		hsm_range_map_add(&file->state.present, offset, offset + buffer->len);
+		file->dirty = TRUE;
+	}
+	g_cond_broadcast(&file->progress);
+	g_mutex_unlock(&file->lock);
+	fetch->buffer_offset += buffer->len;
+	g_byte_array_set_size(buffer, 0);
+	return TRUE;
+}
+
+static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GError **err)
+{
+	Fetch *fetch = user_data;
+	HsmFile *file = fetch->file;
+	HsmFileState *state = &file->state;
+	gboolean changed, notify = FALSE;
+
+	g_mutex_lock(&file->lock);
+	changed = (info->size != G_MAXUINT64 && info->size != state->size) ||
+		  (state->etag && info->etag && strcmp(state->etag, info->etag));
+	if (fetch->generation != file->generation) {
+		g_set_error(err, HSM_ERROR, EIO, "%s changed on the server during the read",
+			    file->relpath);
+	} else if (changed) {
+		g_set_error(err, HSM_ERROR, EIO,
+			    "%s changed on the server (size %" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT
+			    ", ETag %s -> %s); cached data dropped",
+			    file->relpath, state->size, info->size, state->etag ? state->etag : "none",
+			    info->etag ? info->etag : "none");
+		reset_content(file, info);
+		notify = TRUE;
+	} else {
+		if (!state->etag && info->etag) {
+			state->etag = g_strdup(info->etag);
+			file->dirty = TRUE;
+		}
+		if (info->whole_body) {
+			/* The server ignores Range: this transfer brings everything. */
+			fetch->start = 0;
+			fetch->end = state->size;
+		}
+	}
+	g_mutex_unlock(&file->lock);
+	if (notify && file->tree->change_hook)
+		file->tree->change_hook(file->tree->change_data, file->relpath);
+	return *err == NULL;
+}
+
+static gboolean fetch_write(gpointer user_data, guint64 offset, const void *data, gsize len,
+			    GError **err)
+{
+	Fetch *fetch = user_data;
+
+	if (!fetch->buffer)
+		fetch->buffer = g_byte_array_sized_new(FLUSH_SIZE);
+	if (fetch->buffer->len && fetch->buffer_offset + fetch->buffer->len != offset &&
+	    !flush_buffer(fetch, err))
+		return FALSE;
+	if (!fetch->buffer->len)
+		fetch->buffer_offset = offset;
+	g_byte_array_append(fetch->buffer, data, len);
+	return fetch->buffer->len < FLUSH_SIZE || flush_buffer(fetch, err);
+}
+
+static void fetch_done(gpointer user_data, GError *err)
+{
+	Fetch *fetch = user_data;
+	HsmFile *file = fetch->file;
+	GError *flush_error = NULL;
+
+	if (!flush_buffer(fetch, &flush_error) && !err)
+		err = flush_error;
+	else
+		g_clear_error(&flush_error);
+	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
+		g_warning("%s", err->message);
+	g_mutex_lock(&file->lock);
+	fetch->finished = TRUE;
+	fetch->error = err;
+	g_ptr_array_remove(file->fetches, fetch);
+	g_cond_broadcast(&file->progress);
+	fetch_unref(fetch);
+	g_mutex_unlock(&file->lock);
+	hsm_file_unref(file);
+}
+
+static const HsmRangeSink fetch_sink = {
+	.check = fetch_check,
+	.write = fetch_write,
+	.done = fetch_done,
+};
+
+/* The running fetch that will write byte offset, or NULL. */
+static Fetch *fetch_covering(HsmFile *file, guint64 offset)
+{
+	for (guint i = 0; i < file->fetches->len; i++) {
+		Fetch *fetch = file->fetches->pdata[i];
+
+		if (fetch->start <= offset && offset < fetch->end)
+			return fetch;
+	}
+	return NULL;
+}
+
+/* Where a fetch starting at offset must stop so as not to fetch again what
+ * is present or already being fetched. */
+static guint64 fetch_limit(HsmFile *file, guint64 offset)
+{
+	guint64 limit = MIN(hsm_range_map_next_present(&file->state.present, offset),
+			    file->state.size);
+
+	for (guint i = 0; i < file->fetches->len; i++) {
+		Fetch *fetch = file->fetches->pdata[i];
+
+		if (fetch->start > offset)
+			limit = MIN(limit, fetch->start);
+	}
+	return limit;
+}
+
+/* Starts fetching from the missing byte `missing` to at least `want_end`.
+ * Called with file->lock held. */
+static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
+{
+	Fetch *fetch = g_new0(Fetch, 1);
+	guint64 start = align_down(missing);
+
+	fetch->file = file;
+	fetch->refs = 1; /* the transfer's */
+	fetch->generation = file->generation;
+	fetch->start = start;
+	fetch->end = MIN(align_up(MAX(want_end, start + file->window)), fetch_limit(file, missing));
+	g_ptr_array_add(file->fetches, fetch);
+	hsm_file_ref(file);
+	hsm_fetch_range(file->tree->fetcher, file->url, fetch->start, fetch->end, &fetch_sink,
+			fetch);
+	return fetch;
+}
+
+/* Reads close behind the previous one are sequential: grow the window. */
+static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
+{
+	const HsmTreeOptions *options = &file->tree->options;
+	gboolean sequential = offset <= file->seq_next + options->min_window &&
+			      offset + options->max_window >= file->seq_next && file->seq_next;
+
+	if (!sequential)
+		file->window = options->min_window;
+	file->seq_next = sequential ? MAX(file->seq_next, end) : end;
+	return sequential;
+}
+
+static void grow_window(HsmFile *file)
+{
+	file->window = MIN(file->window * 2, file->tree->options.max_window);
+}
+
+/* Keeps one window of data in flight ahead of a sequential reader. */
+static void read_ahead(HsmFile *file, guint64 from)
+{
+	guint64 until = MIN(from + file->window, file->state.size);
+	guint64 missing = hsm_range_map_first_missing(&file->state.present, from, until);
+
+	if (missing < until && !fetch_covering(file, missing)) {
+		start_fetch(file, missing, until);
+		grow_window(file);
+	}
+}
+
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err)
+{
+	gboolean sequential, ok = TRUE;
+	guint generation;
+	guint64 end;
+
+	g_mutex_lock(&file->lock);
+	generation = file->generation;
+	end = MIN(offset + MIN(length, G_MAXUINT64 - offset), file->state.size);
+	sequential = note_access(file, offset, end);
+	while (offset < end) {
+		guint64 missing = hsm_range_map_first_missing(&file->state.present, offset, end);
+		Fetch *fetch;
+
+		if (missing >= end)
+			break;
+		if (file->generation != generation) {
+			g_set_error(err, HSM_ERROR, EIO, "%s changed on the server during the read",
+				    file->relpath);
+			ok = FALSE;
+			break;
+		}
+		fetch = fetch_covering(file, missing);
+		if (!fetch) {
+			fetch = start_fetch(file, missing, end);
+			if (sequential)
+				grow_window(file);
+		}
+		fetch->refs++;
+		while (!fetch->finished &&
+		       !hsm_range_map_contains(&file->state.present, missing, missing + 1))
+			g_cond_wait(&file->progress, &file->lock);
+		if (fetch->finished && fetch->error &&
+		    !hsm_range_map_contains(&file->state.present, missing, missing + 1)) {
+			g_propagate_error(err, g_error_copy(fetch->error));
+			ok = FALSE;
+		}
+		fetch_unref(fetch);
+		if (!ok)
+			break;
+	}
+	if (ok && sequential && end < file->state.size)
+		read_ahead(file, end);
+	g_mutex_unlock(&file->lock);
+	return ok;
+}

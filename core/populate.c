@@ -1,0 +1,267 @@
+/* Turning a remote listing into cache tree entries.
+ *
+ * One GET of the index page, HEADs (in parallel) only for files whose listed
+ * size is rounded or whose mtime is not shown, then the cache directory is
+ * made to match: new files are created complete (size, mtime) before they
+ * get their name, so no reader ever sees a half-made entry; entries whose
+ * size or mtime changed lose their cached data; vanished entries go.
+ */
+#include "error.h"
+#include "listing.h"
+#include "tree-private.h"
+#include "url.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static gboolean errno_error(GError **err, int code, const char *what, const char *relpath,
+			    const char *name)
+{
+	g_set_error(err, HSM_ERROR, code, "%s %s%s%s: %s", what, relpath, *relpath ? "/" : "",
+		    name ? name : "", g_strerror(code));
+	return FALSE;
+}
+
+static HsmListing *fetch_listing(HsmTree *tree, const char *relpath, GError **err)
+{
+	g_autofree char *url = hsm_url_for_path(hsm_store_url(tree->store), relpath, TRUE);
+	HsmPage page;
+	HsmListing *listing;
+
+	if (!hsm_fetch_page(tree->fetcher, url, tree->options.max_listing, &page, err))
+		return NULL;
+	if (!page.is_html) {
+		g_set_error(err, HSM_ERROR, ENOTDIR, "%s is not a directory listing (not HTML)",
+			    page.url);
+		hsm_page_clear(&page);
+		return NULL;
+	}
+	listing = hsm_listing_parse((const char *)page.body->data, page.body->len, page.url,
+				    page.charset);
+	hsm_page_clear(&page);
+	return listing;
+}
+
+/* Gets exact sizes and mtimes with HEAD where the page had none.  Files
+ * that vanished since the listing are dropped from it. */
+static gboolean complete_with_heads(HsmTree *tree, const char *relpath, HsmListing *listing,
+				    GError **err)
+{
+	GPtrArray *entries = listing->entries;
+	g_autofree HsmHeadJob *jobs = g_new0(HsmHeadJob, entries->len);
+	g_autofree guint *index = g_new(guint, entries->len);
+	guint count = 0;
+	gboolean ok = TRUE;
+
+	for (guint i = 0; i < entries->len; i++) {
+		HsmListingEntry *entry = entries->pdata[i];
+		g_autofree char *path = NULL;
+
+		if (!hsm_listing_entry_needs_head(entry))
+			continue;
+		path = hsm_path_join(relpath, entry->name);
+		jobs[count].url = hsm_url_for_path(hsm_store_url(tree->store), path, FALSE);
+		index[count++] = i;
+	}
+	if (count)
+		hsm_fetch_heads(tree->fetcher, jobs, count);
+	for (guint j = count; j-- > 0;) {
+		HsmListingEntry *entry = entries->pdata[index[j]];
+		HsmHeadJob *job = &jobs[j];
+
+		if (job->error && g_error_matches(job->error, HSM_ERROR, ENOENT)) {
+			g_ptr_array_remove_index(entries, index[j]);
+		} else if (job->error) {
+			if (ok)
+				g_propagate_error(err, g_steal_pointer(&job->error));
+			ok = FALSE;
+		} else if (job->info.size == G_MAXUINT64) {
+			g_warning("%s: the server tells no size; leaving it out", job->url);
+			g_ptr_array_remove_index(entries, index[j]);
+		} else {
+			entry->size = job->info.size;
+			entry->size_exact = TRUE;
+			if (job->info.mtime >= 0)
+				entry->mtime = job->info.mtime;
+		}
+		g_clear_error(&job->error);
+		hsm_remote_info_clear(&job->info);
+		g_free(job->url);
+	}
+	return ok;
+}
+
+static gint64 entry_mtime(const HsmListingEntry *entry)
+{
+	return MAX(entry->mtime, 0);
+}
+
+static gboolean set_dir_mtime(int dirfd, const char *name, const HsmListingEntry *entry)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	gboolean ok = fd >= 0 && hsm_store_set_mtime(fd, entry_mtime(entry));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Creates a complete sparse file and only then links it under its name. */
+static gboolean create_file(int dirfd, const HsmListingEntry *entry)
+{
+	char proc_path[64];
+	int fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	gboolean ok;
+
+	if (fd < 0)
+		return FALSE;
+	ok = ftruncate(fd, (off_t)entry->size) == 0 && hsm_store_set_mtime(fd, entry_mtime(entry));
+	if (ok && linkat(fd, "", dirfd, entry->name, AT_EMPTY_PATH) < 0) {
+		g_snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
+		ok = linkat(AT_FDCWD, proc_path, dirfd, entry->name, AT_SYMLINK_FOLLOW) == 0;
+	}
+	close(fd);
+	return ok;
+}
+
+/* The remote mtime of an existing cache entry. */
+static gint64 cached_mtime(int dirfd, const char *name, const struct stat *st)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	gint64 mtime = fd >= 0 ? hsm_store_get_mtime(fd) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return mtime >= 0 ? mtime : st->st_mtime;
+}
+
+static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const char *name);
+
+static gboolean empty_directory(HsmTree *tree, int fd, const char *relpath)
+{
+	DIR *dir = fdopendir(fd);
+	struct dirent *d;
+	gboolean ok = TRUE;
+
+	if (!dir) {
+		close(fd);
+		return FALSE;
+	}
+	while ((d = readdir(dir)))
+		if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+			ok = remove_entry(tree, dirfd(dir), relpath, d->d_name) && ok;
+	closedir(dir);
+	return ok;
+}
+
+/* Removes a cache entry (recursively), its saved state and what the tree
+ * remembers of it; state first, so that no state outlives its data. */
+static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const char *name)
+{
+	g_autofree char *relpath = hsm_path_join(parent, name);
+	int fd;
+
+	hsm_store_forget(tree->store, relpath);
+	hsm_tree_forget(tree, relpath);
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return TRUE;
+	if (errno != EISDIR && errno != EPERM)
+		return FALSE;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !empty_directory(tree, fd, relpath))
+		return FALSE;
+	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
+}
+
+/* Makes one entry match the listing.  Returns FALSE with errno set. */
+static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
+				const HsmListingEntry *entry)
+{
+	gboolean want_dir = entry->type == HSM_ENTRY_DIR;
+	struct stat st;
+
+	if (fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (want_dir && S_ISDIR(st.st_mode))
+			return set_dir_mtime(dirfd, entry->name, entry);
+		if (!want_dir && S_ISREG(st.st_mode) && (guint64)st.st_size == entry->size &&
+		    cached_mtime(dirfd, entry->name, &st) == entry_mtime(entry))
+			return TRUE;
+		/* Another version, or another type: drop what we had. */
+		if (!remove_entry(tree, dirfd, relpath, entry->name))
+			return FALSE;
+	} else if (errno != ENOENT) {
+		return FALSE;
+	}
+	if (want_dir)
+		return mkdirat(dirfd, entry->name, 0755) == 0 &&
+		       set_dir_mtime(dirfd, entry->name, entry);
+	return create_file(dirfd, entry);
+}
+
+/* Removes the cached entries that the server no longer lists. */
+static void remove_vanished(HsmTree *tree, int dirfd, const char *relpath, HsmListing *listing)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GHashTable) listed = g_hash_table_new(g_str_hash, g_str_equal);
+	struct dirent *d;
+
+	for (guint i = 0; i < listing->entries->len; i++)
+		g_hash_table_add(listed, ((HsmListingEntry *)listing->entries->pdata[i])->name);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((d = readdir(dir)))
+		if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..") && !g_hash_table_contains(listed, d->d_name))
+			g_ptr_array_add(gone, g_strdup(d->d_name));
+	closedir(dir);
+	for (guint i = 0; i < gone->len; i++) {
+		g_autofree char *path = hsm_path_join(relpath, gone->pdata[i]);
+
+		g_message("%s: no longer on the server; removing it from the cache", path);
+		if (!remove_entry(tree, dirfd, relpath, gone->pdata[i]))
+			g_warning("cannot remove %s: %s", path, g_strerror(errno));
+	}
+}
+
+gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
+{
+	HsmListing *listing = fetch_listing(tree, relpath, err);
+	int dirfd = -1;
+	gboolean ok = FALSE;
+
+	if (!listing || !complete_with_heads(tree, relpath, listing, err))
+		goto out;
+	dirfd = *relpath ? openat(hsm_store_tree_fd(tree->store), relpath,
+				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			 : openat(hsm_store_tree_fd(tree->store), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		errno_error(err, errno, "cannot open cache directory", relpath, NULL);
+		goto out;
+	}
+	remove_vanished(tree, dirfd, relpath, listing);
+	for (guint i = 0; i < listing->entries->len; i++) {
+		const HsmListingEntry *entry = listing->entries->pdata[i];
+
+		if (!reconcile_entry(tree, dirfd, relpath, entry)) {
+			errno_error(err, errno, "cannot create cache entry", relpath, entry->name);
+			goto out;
+		}
+	}
+	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
+	ok = hsm_store_mark_populated(tree->store, relpath, listing->entries->len, err);
+	g_debug("listed %s/: %u entries", relpath, listing->entries->len);
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	hsm_listing_free(listing);
+	return ok;
+}

@@ -1,0 +1,75 @@
+/* The remote tree as the front ends see it: the one API of the core.
+ *
+ * An HsmTree ties a cache directory (store.h) to its URL and fetcher.  Front
+ * ends ask for two things, both idempotent and safe from any thread:
+ *   - hsm_tree_populate(): make a directory's entries exist in the cache
+ *     tree (one listing request, HEADs only for inexact sizes);
+ *   - hsm_file_ensure(): make a byte range of a file present in its cache
+ *     file (single flight per range, growing window for sequential reads).
+ * Then they serve the cache tree: FUSE by reading it, fanotify mode by
+ * letting the kernel read it.
+ */
+#ifndef HSM_TREE_H
+#define HSM_TREE_H
+
+#include "fetch.h"
+#include "store.h"
+
+#include <glib.h>
+
+typedef struct {
+	char *url;              /* normalised, ends with '/' */
+	char *cache_dir;        /* NULL: hsm_store_default_dir(url) */
+	HsmFetchOptions fetch;
+	guint64 min_window;     /* bytes fetched for a non-sequential miss */
+	guint64 max_window;     /* largest fetch of a sequential reader */
+	gsize max_listing;      /* largest listing page accepted */
+} HsmTreeOptions;
+
+void hsm_tree_options_init(HsmTreeOptions *options);
+void hsm_tree_options_clear(HsmTreeOptions *options);
+
+typedef struct HsmTree HsmTree;
+typedef struct HsmFile HsmFile;
+
+/* Called (from any thread) when a file's remote content changed and its
+ * cached bytes were dropped, so that a front end can drop kernel caches. */
+typedef void (*HsmChangeHook)(gpointer user_data, const char *relpath);
+
+/* Opens the cache (taking its daemon lock) and the fetcher.  No request is
+ * sent yet. */
+HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err);
+/* Saves every file state and closes. */
+void hsm_tree_close(HsmTree *tree);
+
+void hsm_tree_set_change_hook(HsmTree *tree, HsmChangeHook hook, gpointer user_data);
+
+HsmStore *hsm_tree_store(HsmTree *tree);
+HsmFetcher *hsm_tree_fetcher(HsmTree *tree);
+const HsmTreeOptions *hsm_tree_options(HsmTree *tree);
+
+/* Makes the entries of directory relpath exist in the cache tree.  The
+ * listing is fetched once per cache; concurrent callers share one fetch. */
+gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err);
+gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
+
+/* A reference to the file at relpath (which must exist in the cache tree). */
+HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);
+
+HsmFile *hsm_file_ref(HsmFile *file);
+void hsm_file_unref(HsmFile *file);
+
+/* Blocks until [offset, offset + length) (clipped to the file size) is
+ * present in the cache file, fetching what is missing. */
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err);
+
+typedef struct {
+	guint64 size;
+	guint64 present;        /* bytes */
+	guint generation;       /* bumped when the remote file changed */
+} HsmFileStatus;
+
+void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
+const char *hsm_file_relpath(HsmFile *file);
+
+#endif

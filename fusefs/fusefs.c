@@ -1,0 +1,506 @@
+/* FUSE mode: a read-only libfuse3 low-level file system over the cache tree.
+ *
+ * Each operation is a thin call into the core followed by the same work on
+ * the cache tree that a passthrough file system does: lookup and readdir
+ * first make the directory populated (hsm_tree_populate), read first makes
+ * the byte range present (hsm_file_ensure) and then splices it from the
+ * cache file.  Nothing here speaks HTTP or knows the cache layout.
+ *
+ * Limits: read-only (the mount is "ro", setattr says EROFS); no xattrs, no
+ * symlinks (HTTP listings have none).  Attributes and entries are cached by
+ * the kernel for an hour: the remote tree is treated as stable, and a file
+ * found changed on the server is invalidated explicitly.
+ */
+#include "fusefs.h"
+#include "error.h"
+#include "url.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define CACHE_TIMEOUT 3600.0
+#define MAX_THREADS 64
+
+typedef struct {
+	char *relpath;
+	guint64 nlookup;            /* protected by HsmFuse.lock */
+} Inode;
+
+struct HsmFuse {
+	HsmTree *tree;
+	int tree_fd;
+	struct fuse_session *session;
+	char *mountpoint;
+	Inode root;
+	GMutex lock;
+	GHashTable *inodes;         /* relpath -> Inode *; protected by lock */
+	GThreadPool *invalidator;   /* kernel cache invalidations, off request threads */
+};
+
+typedef struct {
+	DIR *dir;
+	off_t offset;
+	struct dirent *entry;
+} OpenDir;
+
+typedef struct {
+	HsmFile *file;
+	int fd;
+} OpenFile;
+
+static HsmFuse *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static Inode *inode_of(fuse_req_t req, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &fs_of(req)->root : (Inode *)(uintptr_t)ino;
+}
+
+static fuse_ino_t ino_of(HsmFuse *fs, Inode *inode)
+{
+	return inode == &fs->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)inode;
+}
+
+static void reply_gerror(fuse_req_t req, GError *err)
+{
+	int code = hsm_error_errno(err);
+
+	g_debug("%s", err->message);
+	g_error_free(err);
+	fuse_reply_err(req, code);
+}
+
+/* stat of the cache entry, shown read-only. */
+static int stat_entry(HsmFuse *fs, const char *relpath, struct stat *st)
+{
+	if (fstatat(fs->tree_fd, *relpath ? relpath : ".", st,
+		    AT_SYMLINK_NOFOLLOW | (*relpath ? 0 : AT_EMPTY_PATH)) < 0)
+		return errno;
+	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
+	return 0;
+}
+
+static void free_inode(gpointer data)
+{
+	Inode *inode = data;
+
+	g_free(inode->relpath);
+	g_free(inode);
+}
+
+/* The inode of relpath, with one more lookup reference. */
+static Inode *lookup_inode(HsmFuse *fs, const char *relpath)
+{
+	Inode *inode;
+
+	g_mutex_lock(&fs->lock);
+	inode = g_hash_table_lookup(fs->inodes, relpath);
+	if (!inode) {
+		inode = g_new0(Inode, 1);
+		inode->relpath = g_strdup(relpath);
+		g_hash_table_insert(fs->inodes, inode->relpath, inode);
+	}
+	inode->nlookup++;
+	g_mutex_unlock(&fs->lock);
+	return inode;
+}
+
+static void forget_inode(HsmFuse *fs, Inode *inode, guint64 count)
+{
+	if (inode == &fs->root)
+		return;
+	g_mutex_lock(&fs->lock);
+	g_assert(inode->nlookup >= count);
+	inode->nlookup -= count;
+	if (!inode->nlookup)
+		g_hash_table_remove(fs->inodes, inode->relpath); /* frees it */
+	g_mutex_unlock(&fs->lock);
+}
+
+/* Fills e for name in directory parent, which must be populated.  Returns
+ * 0, ENOENT (e is then a cacheable negative entry) or an errno. */
+static int make_entry(HsmFuse *fs, const char *parent, const char *name,
+		      struct fuse_entry_param *e)
+{
+	g_autofree char *relpath = hsm_path_join(parent, name);
+	int code;
+
+	memset(e, 0, sizeof(*e));
+	e->attr_timeout = e->entry_timeout = CACHE_TIMEOUT;
+	code = stat_entry(fs, relpath, &e->attr);
+	if (code)
+		return code;
+	e->ino = ino_of(fs, lookup_inode(fs, relpath));
+	return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The kernel must not drop cached pages because the mtime looks new. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	HsmFuse *fs = fs_of(req);
+	Inode *dir = inode_of(req, parent);
+	struct fuse_entry_param e;
+	GError *err = NULL;
+	int code;
+
+	if (!hsm_tree_populate(fs->tree, dir->relpath, &err)) {
+		reply_gerror(req, err);
+		return;
+	}
+	code = make_entry(fs, dir->relpath, name, &e);
+	if (code == ENOENT) /* a negative entry the kernel may cache */
+		fuse_reply_entry(req, &e);
+	else if (code)
+		fuse_reply_err(req, code);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_inode(fs_of(req), inode_of(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		forget_inode(fs_of(req), inode_of(req, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int code = stat_entry(fs_of(req), inode_of(req, ino)->relpath, &st);
+
+	(void)fi;
+	if (code)
+		fuse_reply_err(req, code);
+	else
+		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino, (void)attr, (void)to_set, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	HsmFuse *fs = fs_of(req);
+	Inode *inode = inode_of(req, ino);
+	GError *err = NULL;
+	OpenDir *d;
+	int fd;
+
+	if (!hsm_tree_populate(fs->tree, inode->relpath, &err)) {
+		reply_gerror(req, err);
+		return;
+	}
+	fd = openat(fs->tree_fd, *inode->relpath ? inode->relpath : ".",
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	d = g_new0(OpenDir, 1);
+	d->dir = fdopendir(fd);
+	fi->fh = (uintptr_t)d;
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* One readdir reply, as passthrough_ll does it: telldir offsets, and with
+ * "plus" a lookup reference for every entry handed out. */
+static void read_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi, gboolean plus)
+{
+	HsmFuse *fs = fs_of(req);
+	Inode *dir = inode_of(req, ino);
+	OpenDir *d = (OpenDir *)(uintptr_t)fi->fh;
+	g_autofree char *buf = g_malloc(size);
+	size_t used = 0;
+
+	if (offset != d->offset) {
+		seekdir(d->dir, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (;;) {
+		struct fuse_entry_param e = { .attr.st_ino = 0 };
+		size_t len;
+
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dir);
+			if (!d->entry)
+				break;
+		}
+		if (plus && strcmp(d->entry->d_name, ".") && strcmp(d->entry->d_name, "..")) {
+			if (make_entry(fs, dir->relpath, d->entry->d_name, &e)) {
+				d->entry = NULL; /* vanished meanwhile */
+				continue;
+			}
+		} else {
+			e.attr.st_ino = d->entry->d_ino;
+			e.attr.st_mode = (mode_t)d->entry->d_type << 12;
+		}
+		len = plus ? fuse_add_direntry_plus(req, buf + used, size - used,
+						    d->entry->d_name, &e, telldir(d->dir))
+			   : fuse_add_direntry(req, buf + used, size - used, d->entry->d_name,
+					       &e.attr, telldir(d->dir));
+		if (len > size - used) {
+			if (e.ino)
+				forget_inode(fs, (Inode *)(uintptr_t)e.ino, 1);
+			break;
+		}
+		used += len;
+		d->offset = telldir(d->dir);
+		d->entry = NULL;
+	}
+	fuse_reply_buf(req, buf, used);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+		       struct fuse_file_info *fi)
+{
+	read_directory(req, ino, size, offset, fi, FALSE);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi)
+{
+	read_directory(req, ino, size, offset, fi, TRUE);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	OpenDir *d = (OpenDir *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	closedir(d->dir);
+	g_free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	HsmFuse *fs = fs_of(req);
+	Inode *inode = inode_of(req, ino);
+	GError *err = NULL;
+	OpenFile *open_file;
+	HsmFile *file;
+	int fd;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	file = hsm_tree_get_file(fs->tree, inode->relpath, &err);
+	if (!file) {
+		reply_gerror(req, err);
+		return;
+	}
+	fd = openat(fs->tree_fd, inode->relpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		hsm_file_unref(file);
+		return;
+	}
+	open_file = g_new(OpenFile, 1);
+	open_file->file = file;
+	open_file->fd = fd;
+	fi->fh = (uintptr_t)open_file;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+		    struct fuse_file_info *fi)
+{
+	OpenFile *open_file = (OpenFile *)(uintptr_t)fi->fh;
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	GError *err = NULL;
+
+	(void)ino;
+	if (!hsm_file_ensure(open_file->file, (guint64)offset, size, &err)) {
+		reply_gerror(req, err);
+		return;
+	}
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = open_file->fd;
+	buf.buf[0].pos = offset;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	OpenFile *open_file = (OpenFile *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	close(open_file->fd);
+	hsm_file_unref(open_file->file);
+	g_free(open_file);
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs st;
+	int fd = openat(fs_of(req)->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	(void)ino;
+	if (fd < 0 || fstatvfs(fd, &st) < 0) {
+		fuse_reply_err(req, errno);
+	} else {
+		st.f_flag |= ST_RDONLY;
+		fuse_reply_statfs(req, &st);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static const struct fuse_lowlevel_ops operations = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+};
+
+/* The kernel's cached pages of a changed file go, from a thread of our own:
+ * the reader that found the change may still hold those pages locked. */
+static void invalidate(gpointer data, gpointer user_data)
+{
+	HsmFuse *fs = user_data;
+	char *relpath = data;
+	Inode *inode;
+	fuse_ino_t ino = 0;
+
+	g_mutex_lock(&fs->lock);
+	inode = g_hash_table_lookup(fs->inodes, relpath);
+	if (inode)
+		ino = ino_of(fs, inode);
+	g_mutex_unlock(&fs->lock);
+	/* The inode may be forgotten meanwhile: the kernel then answers ENOENT. */
+	if (ino)
+		fuse_lowlevel_notify_inval_inode(fs->session, ino, 0, 0);
+	g_free(relpath);
+}
+
+static void on_file_changed(gpointer user_data, const char *relpath)
+{
+	HsmFuse *fs = user_data;
+
+	g_thread_pool_push(fs->invalidator, g_strdup(relpath), NULL);
+}
+
+static struct fuse_args mount_args(const char *url, const char *fuse_options, gboolean debug)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	g_autofree char *fsname = g_strdup_printf("-ofsname=%s,subtype=httphsm,ro", url);
+
+	fuse_opt_add_arg(&args, "httphsm");
+	fuse_opt_add_arg(&args, fsname);
+	if (fuse_options && *fuse_options) {
+		fuse_opt_add_arg(&args, "-o");
+		fuse_opt_add_arg(&args, fuse_options);
+	}
+	if (debug)
+		fuse_opt_add_arg(&args, "-d");
+	return args;
+}
+
+HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_options,
+			gboolean debug, GError **err)
+{
+	HsmFuse *fs = g_new0(HsmFuse, 1);
+	struct fuse_args args = mount_args(hsm_store_url(hsm_tree_store(tree)), fuse_options, debug);
+
+	fs->tree = tree;
+	fs->tree_fd = hsm_store_tree_fd(hsm_tree_store(tree));
+	fs->root.relpath = g_strdup("");
+	fs->mountpoint = g_strdup(mountpoint);
+	g_mutex_init(&fs->lock);
+	fs->inodes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, free_inode);
+	fs->invalidator = g_thread_pool_new(invalidate, fs, 1, FALSE, NULL);
+	fs->session = fuse_session_new(&args, &operations, sizeof(operations), fs);
+	fuse_opt_free_args(&args);
+	if (!fs->session) {
+		g_set_error(err, HSM_ERROR, EINVAL, "invalid FUSE options '%s'",
+			    fuse_options ? fuse_options : "");
+		hsm_fuse_free(fs);
+		return NULL;
+	}
+	if (fuse_set_signal_handlers(fs->session) < 0 ||
+	    fuse_session_mount(fs->session, mountpoint) < 0) {
+		g_set_error(err, HSM_ERROR, EIO, "cannot mount on %s (see the messages above)",
+			    mountpoint);
+		hsm_fuse_free(fs);
+		return NULL;
+	}
+	hsm_tree_set_change_hook(tree, on_file_changed, fs);
+	return fs;
+}
+
+int hsm_fuse_serve(HsmFuse *fs)
+{
+	struct fuse_loop_config *config = fuse_loop_cfg_create();
+	int rc;
+
+	fuse_loop_cfg_set_max_threads(config, MAX_THREADS);
+	fuse_loop_cfg_set_clone_fd(config, 0);
+	rc = fuse_session_loop_mt(fs->session, config);
+	fuse_loop_cfg_destroy(config);
+	return rc;
+}
+
+void hsm_fuse_free(HsmFuse *fs)
+{
+	if (!fs)
+		return;
+	hsm_tree_set_change_hook(fs->tree, NULL, NULL);
+	g_thread_pool_free(fs->invalidator, TRUE, TRUE);
+	if (fs->session) {
+		fuse_session_unmount(fs->session);
+		fuse_remove_signal_handlers(fs->session);
+		fuse_session_destroy(fs->session);
+	}
+	g_hash_table_unref(fs->inodes);
+	g_mutex_clear(&fs->lock);
+	g_free(fs->root.relpath);
+	g_free(fs->mountpoint);
+	g_free(fs);
+}
