@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <string.h>
 
+#define RANGE_BUFFER_SIZE (512L * 1024)
+
 struct HsmFetcher {
 	HsmFetchOptions options;
 	CURLSH *share;
@@ -615,6 +617,8 @@ static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 		g_snprintf(range, sizeof(range), "%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, t->next,
 			   t->end - 1);
 		curl_easy_setopt(t->curl, CURLOPT_RANGE, range);
+		/* Large pieces: each one is a pwrite() and a wake-up of readers. */
+		curl_easy_setopt(t->curl, CURLOPT_BUFFERSIZE, RANGE_BUFFER_SIZE);
 		curl_easy_setopt(t->curl, CURLOPT_WRITEFUNCTION, on_range_body);
 		curl_easy_setopt(t->curl, CURLOPT_WRITEDATA, t);
 		rc = perform(fetcher, t->curl, &status);

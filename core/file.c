@@ -4,8 +4,8 @@
  * range; if a running fetch will write it, it waits for that fetch, else it
  * starts one (aligned to pages, sized by the sequential window, never
  * overlapping present data or another fetch).  The transfer thread writes
- * the bytes into the cache file in 64 KiB pieces and marks each piece
- * present as soon as it is written, waking the readers waiting for it.
+ * each piece libcurl hands over straight into the cache file and marks it
+ * present at once, waking the readers waiting for it.
  */
 #include "error.h"
 #include "tree-private.h"
@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #define PAGE 4096u
-#define FLUSH_SIZE (64u * 1024)
+/* A failed range fails at once for a while, rather than costing another
+ * round of retries per reader system call (and kernel readahead). */
+#define FAILURE_MEMORY_USEC (2 * G_USEC_PER_SEC)
 
 typedef struct {
 	HsmFile *file;
@@ -27,9 +29,6 @@ typedef struct {
 	guint generation;        /* the file's generation when it started */
 	gboolean finished;       /* protected by file->lock */
 	GError *error;           /* set when finished with an error */
-	/* Used only by the transfer thread. */
-	guint64 buffer_offset;
-	GByteArray *buffer;
 } Fetch;
 
 static guint64 align_down(guint64 offset)
@@ -102,6 +101,7 @@ void hsm_file_free(HsmFile *file)
 	hsm_file_save(file);
 	close(file->fd);
 	hsm_file_state_clear(&file->state);
+	g_clear_error(&file->failure);
 	g_ptr_array_unref(file->fetches);
 	g_mutex_clear(&file->lock);
 	g_cond_clear(&file->progress);
@@ -185,8 +185,6 @@ static void fetch_unref(Fetch *fetch)
 	if (--fetch->refs)
 		return;
 	g_clear_error(&fetch->error);
-	if (fetch->buffer)
-		g_byte_array_unref(fetch->buffer);
 	g_free(fetch);
 }
 
@@ -209,30 +207,25 @@ static gboolean pwrite_all(int fd, const guint8 *data, gsize len, guint64 offset
 	return TRUE;
 }
 
-/* Writes the buffered bytes and marks them present, if the file is still
- * the version this fetch started on. */
-static gboolean flush_buffer(Fetch *fetch, GError **err)
+/* Writes fetched bytes and marks them present, if the file is still the
+ * version this fetch started on. */
+static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gsize len,
+			      GError **err)
 {
 	HsmFile *file = fetch->file;
-	GByteArray *buffer = fetch->buffer;
-	guint64 offset = fetch->buffer_offset;
 
-	if (!buffer || !buffer->len)
-		return TRUE;
-	if (!pwrite_all(file->fd, buffer->data, buffer->len, offset, err))
+	if (!pwrite_all(file->fd, data, len, offset, err))
 		return FALSE;
 	g_mutex_lock(&file->lock);
 	if (fetch->generation == file->generation) {
 		struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
 
 		futimens(file->fd, times); /* the write made it "now" */
-		hsm_range_map_add(&file->state.present, offset, offset + buffer->len);
+		hsm_range_map_add(&file->state.present, offset, offset + len);
 		file->dirty = TRUE;
 	}
 	g_cond_broadcast(&file->progress);
 	g_mutex_unlock(&file->lock);
-	fetch->buffer_offset += buffer->len;
-	g_byte_array_set_size(buffer, 0);
 	return TRUE;
 }
 
@@ -277,34 +270,39 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 static gboolean fetch_write(gpointer user_data, guint64 offset, const void *data, gsize len,
 			    GError **err)
 {
-	Fetch *fetch = user_data;
+	return write_present(user_data, offset, data, len, err);
+}
 
-	if (!fetch->buffer)
-		fetch->buffer = g_byte_array_sized_new(FLUSH_SIZE);
-	if (fetch->buffer->len && fetch->buffer_offset + fetch->buffer->len != offset &&
-	    !flush_buffer(fetch, err))
-		return FALSE;
-	if (!fetch->buffer->len)
-		fetch->buffer_offset = offset;
-	g_byte_array_append(fetch->buffer, data, len);
-	return fetch->buffer->len < FLUSH_SIZE || flush_buffer(fetch, err);
+static void remember_failure(HsmFile *file, Fetch *fetch)
+{
+	g_clear_error(&file->failure);
+	file->failure = g_error_copy(fetch->error);
+	file->failed.start = fetch->start;
+	file->failed.end = fetch->end;
+	file->failed_until = g_get_monotonic_time() + FAILURE_MEMORY_USEC;
+}
+
+/* The recent failure that byte offset is part of, or NULL. */
+static const GError *recent_failure(HsmFile *file, guint64 offset)
+{
+	if (file->failure && file->failed.start <= offset && offset < file->failed.end &&
+	    g_get_monotonic_time() < file->failed_until)
+		return file->failure;
+	return NULL;
 }
 
 static void fetch_done(gpointer user_data, GError *err)
 {
 	Fetch *fetch = user_data;
 	HsmFile *file = fetch->file;
-	GError *flush_error = NULL;
 
-	if (!flush_buffer(fetch, &flush_error) && !err)
-		err = flush_error;
-	else
-		g_clear_error(&flush_error);
 	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
 		g_warning("%s", err->message);
 	g_mutex_lock(&file->lock);
 	fetch->finished = TRUE;
 	fetch->error = err;
+	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
+		remember_failure(file, fetch);
 	g_ptr_array_remove(file->fetches, fetch);
 	g_cond_broadcast(&file->progress);
 	fetch_unref(fetch);
@@ -418,6 +416,11 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 			break;
 		}
 		fetch = fetch_covering(file, missing);
+		if (!fetch && recent_failure(file, missing)) {
+			g_propagate_error(err, g_error_copy(recent_failure(file, missing)));
+			ok = FALSE;
+			break;
+		}
 		if (!fetch) {
 			fetch = start_fetch(file, missing, end);
 			if (sequential)

@@ -40,6 +40,9 @@ struct HsmFile {
 	guint64 seq_next;        /* end of the last read; protected by lock */
 	guint64 window;          /* next fetch size; protected by lock */
 	gboolean dirty;          /* state differs from disk; protected by lock */
+	GError *failure;         /* the last failed fetch, protected by lock... */
+	HsmRange failed;         /* ...of these bytes... */
+	gint64 failed_until;     /* ...is the answer until then (monotonic usec) */
 	GMutex save_lock;        /* keeps saves in order */
 };
 

@@ -1,0 +1,116 @@
+"""A real nginx on 127.0.0.1 serving a directory with autoindex, and its
+access log, for tests, the demo and the benchmarks."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+LOG_FORMAT = '$request_method $status $body_bytes_sent "$http_range" "$request_uri"'
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Request:
+    def __init__(self, line):
+        method, status, sent, rest = line.split(" ", 3)
+        range_part, uri = rest.rsplit(" ", 1)
+        self.method = method
+        self.status = int(status)
+        self.bytes = int(sent)
+        self.range = range_part.strip('"')
+        self.uri = uri.strip('"')
+
+    def __repr__(self):
+        return f"{self.method} {self.uri} [{self.range}] {self.status} {self.bytes}"
+
+
+class Nginx:
+    """nginx serving root at http://127.0.0.1:PORT/ (autoindex on).
+
+    exact_size=False is kernel.org's configuration (sizes rounded, "1.2M").
+    extra is spliced into the server block (e.g. locations returning errors).
+    """
+
+    def __init__(self, root, exact_size=True, extra="", workdir=None):
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.dir = workdir or tempfile.mkdtemp(prefix="httphsm-nginx-")
+        os.chmod(self.dir, 0o755)
+        self.log_path = os.path.join(self.dir, "access.log")
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"""
+daemon off;
+master_process on;
+{"user root root;" if os.geteuid() == 0 else ""}
+worker_processes 2;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    log_format hsm '{LOG_FORMAT}';
+    access_log {self.log_path} hsm;
+    sendfile on;
+    keepalive_requests 100000;
+    client_body_temp_path {self.dir}/tmp;
+    proxy_temp_path {self.dir}/tmp;
+    fastcgi_temp_path {self.dir}/tmp;
+    uwsgi_temp_path {self.dir}/tmp;
+    scgi_temp_path {self.dir}/tmp;
+    server {{
+        listen 127.0.0.1:{self.port};
+        root {root};
+        autoindex on;
+        autoindex_exact_size {"on" if exact_size else "off"};
+        {extra}
+    }}
+}}
+""")
+        self.process = subprocess.Popen(["nginx", "-c", self.conf, "-p", self.dir],
+                                        stderr=subprocess.PIPE)
+        self._wait_listening()
+
+    def _wait_listening(self):
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("nginx failed: " + self.process.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nginx did not start listening")
+
+    def requests(self):
+        """Every request logged so far (nginx writes the log line at once)."""
+        if not os.path.exists(self.log_path):
+            return []
+        with open(self.log_path) as f:
+            return [Request(line.rstrip("\n")) for line in f if line.strip()]
+
+    def clear_log(self):
+        open(self.log_path, "w").close()
+
+    def bytes_sent(self, uri_suffix=None):
+        return sum(r.bytes for r in self.requests()
+                   if uri_suffix is None or r.uri.endswith(uri_suffix))
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
