@@ -1,0 +1,105 @@
+"""The cache under stress: concurrent readers, and a daemon killed mid-read."""
+import configparser
+import hashlib
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(600)
+
+BIG_TAR = "linux/kernel/v6.x/linux-6.1.tar"
+MiB = 1024 * 1024
+
+
+def state_of(cache_dir, relpath):
+    """The saved state of relpath (see core/store.h), or None."""
+    key = hashlib.sha256(relpath.encode()).hexdigest()
+    path = os.path.join(cache_dir, "state", key[:2], key)
+    if not os.path.exists(path):
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path)
+    return parser["file"] if "file" in parser else parser["dir"]
+
+
+def present_ranges(cache_dir, relpath):
+    state = state_of(cache_dir, relpath)
+    if not state or not state.get("present"):
+        return []
+    return [tuple(int(x) for x in r.split("-")) for r in state["present"].split(",")]
+
+
+def test_concurrent_readers_share_one_fetch(mounted, nginx, tree_root):
+    path = mounted.path(BIG_TAR)
+    offset = 700 * MiB + 12345
+    with open(os.path.join(tree_root, "pub", BIG_TAR), "rb") as f:
+        f.seek(offset)
+        expected = f.read(64 * 1024)
+    os.stat(path)
+    nginx.clear_log()
+    barrier = threading.Barrier(8)
+    results = []
+
+    def reader():
+        fd = os.open(path, os.O_RDONLY)
+        barrier.wait()
+        results.append(os.pread(fd, 64 * 1024, offset))
+        os.close(fd)
+
+    threads = [threading.Thread(target=reader) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == [expected] * 8
+    gets = [r for r in nginx.requests() if r.uri.endswith(BIG_TAR)]
+    assert len(gets) == 1, gets
+    assert gets[0].bytes <= 512 * 1024
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def test_kill_9_mid_read_never_yields_unfetched_bytes(nginx, mount_factory, tree_root, tmp_path):
+    original = os.path.join(tree_root, "pub", BIG_TAR)
+    size = os.path.getsize(original)
+    cache = str(tmp_path / "cache")
+    m = mount_factory(nginx.url + "pub/", name="first", cache=cache)
+    nginx.clear_log()
+    reader = subprocess.Popen(["dd", f"if={m.path(BIG_TAR)}", "of=/dev/null", "bs=1M"],
+                              stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while nginx.bytes_sent(BIG_TAR) < 300 * MiB and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # let the flusher save a state or two while fetching goes on
+    m.kill()
+    reader.wait(60)
+    m.umount()
+
+    # Every range the state calls present holds the server's bytes.
+    ranges = present_ranges(cache, BIG_TAR)
+    present = sum(end - start for start, end in ranges)
+    assert 0 < present < size
+    cached = os.path.join(cache, "tree", BIG_TAR)
+    with open(original, "rb") as want, open(cached, "rb") as got:
+        for start, end in ranges:
+            for pos in range(start, end, 16 * MiB):
+                n = min(16 * MiB, end - pos)
+                want.seek(pos)
+                got.seek(pos)
+                assert got.read(n) == want.read(n), f"bytes {pos}-{pos + n} differ"
+
+    # A new daemon on the same cache fetches only what was missing.
+    nginx.clear_log()
+    m2 = mount_factory(nginx.url + "pub/", name="second", cache=cache)
+    assert sha256_file(m2.path(BIG_TAR)) == sha256_file(original)
+    refetched = nginx.bytes_sent(BIG_TAR)
+    assert size - present <= refetched <= size - present + len(ranges) * 4096 + 4096
