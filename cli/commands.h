@@ -4,5 +4,8 @@
 
 int hsm_command_mount(int argc, char **argv);
 int hsm_command_umount(int argc, char **argv);
+int hsm_command_status(int argc, char **argv);
+int hsm_command_prefetch(int argc, char **argv);
+int hsm_command_evict(int argc, char **argv);
 
 #endif

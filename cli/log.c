@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 static gboolean log_verbose;
+static gboolean log_info_to_stderr;
 static gboolean log_stderr = TRUE;
 static FILE *log_file;
 static GMutex log_lock;
@@ -38,7 +39,8 @@ static GLogWriterOutput write_log(GLogLevelFlags level, const GLogField *fields,
 	if ((level & G_LOG_LEVEL_DEBUG) && !log_verbose)
 		return G_LOG_WRITER_HANDLED;
 	g_mutex_lock(&log_lock);
-	if (log_stderr)
+	if (log_stderr && (log_info_to_stderr || (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL |
+									G_LOG_LEVEL_WARNING))))
 		fprintf(stderr, "httphsm: %s: %s\n", level_name(level), message ? message : "");
 	if (log_file) {
 		g_autoptr(GDateTime) now = g_date_time_new_now_utc();
@@ -53,9 +55,10 @@ static GLogWriterOutput write_log(GLogLevelFlags level, const GLogField *fields,
 	return G_LOG_WRITER_HANDLED;
 }
 
-void hsm_log_init(gboolean verbose)
+void hsm_log_init(gboolean verbose, gboolean foreground)
 {
 	log_verbose = verbose;
+	log_info_to_stderr = foreground;
 	g_log_set_writer_func(write_log, NULL, NULL);
 }
 

@@ -4,8 +4,9 @@
 
 #include <glib.h>
 
-/* Routes GLib logging to stderr; debug messages only when verbose. */
-void hsm_log_init(gboolean verbose);
+/* Routes GLib logging to stderr (in the background: warnings only); debug
+ * messages only when verbose. */
+void hsm_log_init(gboolean verbose, gboolean foreground);
 /* Also appends every message to path (with a timestamp). */
 gboolean hsm_log_to_file(const char *path, GError **err);
 /* Stops writing to stderr (the daemon detached from its terminal). */

@@ -1,5 +1,6 @@
 /* httphsm: dispatch to the verbs. */
 #include "commands.h"
+#include "guardian.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -14,6 +15,9 @@ typedef struct {
 static const Command commands[] = {
 	{ "mount", hsm_command_mount, "[OPTIONS] URL MOUNTPOINT  serve an HTTP tree" },
 	{ "umount", hsm_command_umount, "MOUNTPOINT                stop serving it" },
+	{ "status", hsm_command_status, "[--bytes] PATH...         what is in the local cache" },
+	{ "prefetch", hsm_command_prefetch, "PATH...                   fetch whole files now" },
+	{ "evict", hsm_command_evict, "[--bytes] PATH...         free their local copy" },
 };
 
 static int usage(FILE *out, int status)
@@ -23,7 +27,7 @@ static int usage(FILE *out, int status)
 		     "look like a local directory, fetching only what is touched.\n\n"
 		     "Commands:\n");
 	for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
-		fprintf(out, "  %-7s %s\n", commands[i].name, commands[i].synopsis);
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].synopsis);
 	fprintf(out, "\nRun 'httphsm COMMAND --help' for the options of a command.\n");
 	return status;
 }
@@ -38,6 +42,8 @@ int main(int argc, char **argv)
 		printf("httphsm %s\n", HTTPHSM_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "__guardian"))
+		return hsm_guardian_main(argc - 1, argv + 1);
 	for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
 		if (!strcmp(argv[1], commands[i].name)) {
 			g_autofree char *prgname = g_strconcat("httphsm ", argv[1], NULL);

@@ -1,13 +1,18 @@
 /* `httphsm mount`: options, start-up checks, and handing over to a mode. */
 #include "commands.h"
+#include "control.h"
 #include "daemon.h"
 #include "error.h"
+#include "fanotify-mode.h"
 #include "fusefs.h"
 #include "log.h"
+#include "registry.h"
 #include "tree.h"
 #include "url.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,10 +206,15 @@ static gboolean check_mountpoint(const char *path, GError **err)
 	return TRUE;
 }
 
+static char *log_path(const MountOptions *o, const HsmTreeOptions *tree)
+{
+	return o->log_file ? g_strdup(o->log_file)
+			   : g_build_filename(tree->cache_dir, "httphsm.log", NULL);
+}
+
 static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, GError **err)
 {
-	g_autofree char *path = o->log_file ? g_strdup(o->log_file)
-					    : g_build_filename(tree->cache_dir, "httphsm.log", NULL);
+	g_autofree char *path = log_path(o, tree);
 
 	if (o->foreground && !o->log_file)
 		return TRUE;
@@ -227,24 +237,73 @@ static gboolean check_root(HsmTree *tree, GError **err)
 	return TRUE;
 }
 
+/* The mount works: open the control socket, tell the world, then the parent. */
+static HsmControl *announce(HsmTree *tree, const char *mountpoint, const char *mode)
+{
+	HsmStore *store = hsm_tree_store(tree);
+	g_autoptr(GError) err = NULL;
+	HsmControl *control = hsm_control_start(tree, &err);
+
+	if (!control)
+		g_warning("%s (status, prefetch and evict will not work)", err->message);
+	g_clear_error(&err);
+	if (!hsm_registry_add(mountpoint, hsm_store_dir(store), mode, &err))
+		g_warning("%s (httphsm umount/status will not find this mount)", err->message);
+	g_message("serving %s on %s (%s mode, cache %s)", hsm_store_url(store), mountpoint, mode,
+		  hsm_store_dir(store));
+	hsm_daemon_ready();
+	return control;
+}
+
 static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoint)
 {
 	g_autofree char *fuse_options = o->fuse_options ? g_strjoinv(",", o->fuse_options) : NULL;
 	g_autoptr(GError) err = NULL;
 	HsmFuse *fuse = hsm_fuse_mount(tree, mountpoint, fuse_options, o->fuse_debug, &err);
+	HsmControl *control;
 	int rc;
 
 	if (!fuse) {
 		hsm_daemon_failed(err->message);
 		return 1;
 	}
-	g_message("serving %s on %s (FUSE mode, cache %s)", hsm_store_url(hsm_tree_store(tree)),
-		  mountpoint, hsm_store_dir(hsm_tree_store(tree)));
-	hsm_daemon_ready();
+	control = announce(tree, mountpoint, "fuse");
 	rc = hsm_fuse_serve(fuse);
+	hsm_registry_remove(mountpoint);
+	hsm_control_stop(control);
 	hsm_fuse_free(fuse);
 	g_message("unmounted %s", mountpoint);
 	return rc ? 1 : 0;
+}
+
+static int serve_fanotify(HsmTree *tree, const char *mountpoint, const char *log_path)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, &err);
+	HsmControl *control;
+	int rc;
+
+	if (!fan) {
+		hsm_daemon_failed(err->message);
+		return 1;
+	}
+	control = announce(tree, mountpoint, "fanotify");
+	rc = hsm_fanotify_serve(fan);
+	hsm_registry_remove(mountpoint);
+	hsm_control_stop(control);
+	hsm_fanotify_free(fan);
+	return rc;
+}
+
+static void block_stop_signals(void)
+{
+	sigset_t signals;
+
+	sigemptyset(&signals);
+	sigaddset(&signals, SIGINT);
+	sigaddset(&signals, SIGTERM);
+	sigaddset(&signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 }
 
 int hsm_command_mount(int argc, char **argv)
@@ -255,6 +314,7 @@ int hsm_command_mount(int argc, char **argv)
 	HsmTreeOptions tree_options = { 0 };
 	g_autofree char *mountpoint = NULL;
 	HsmTree *tree = NULL;
+	gboolean fanotify;
 	int rc = 1;
 
 	if (!g_option_context_parse(context, &argc, &argv, &err))
@@ -263,13 +323,13 @@ int hsm_command_mount(int argc, char **argv)
 		g_set_error(&err, HSM_ERROR, EINVAL, "expected URL and MOUNTPOINT");
 		goto usage_error;
 	}
-	if (o.mode && strcmp(o.mode, "fuse")) {
+	if (o.mode && strcmp(o.mode, "fuse") && strcmp(o.mode, "fanotify")) {
 		g_set_error(&err, HSM_ERROR, EINVAL, "unknown --mode '%s' (fuse or fanotify)",
 			    o.mode);
 		goto usage_error;
 	}
 	o.foreground = o.foreground || o.fuse_debug;
-	hsm_log_init(o.verbose);
+	hsm_log_init(o.verbose, o.foreground);
 	mountpoint = g_canonicalize_filename(argv[2], NULL);
 	if (!tree_options_from(&o, argv[1], &tree_options, &err) ||
 	    !check_mountpoint(mountpoint, &err)) {
@@ -277,13 +337,22 @@ int hsm_command_mount(int argc, char **argv)
 		goto out;
 	}
 
+	fanotify = o.mode && !strcmp(o.mode, "fanotify");
 	hsm_daemon_start(!o.foreground);
+	if (fanotify)
+		block_stop_signals(); /* before any thread exists: sigwait() takes them */
 	if (!open_log(&o, &tree_options, &err) ||
 	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err)) {
 		hsm_daemon_failed(err->message);
 		goto out;
 	}
-	rc = serve_fuse(tree, &o, mountpoint);
+	if (fanotify) {
+		g_autofree char *guardian_log = log_path(&o, &tree_options);
+
+		rc = serve_fanotify(tree, mountpoint, guardian_log);
+	} else {
+		rc = serve_fuse(tree, &o, mountpoint);
+	}
 	goto out;
 
 usage_error:

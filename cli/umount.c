@@ -1,8 +1,12 @@
 /* `httphsm umount`: stops the daemon serving a mountpoint, whatever its mode. */
 #include "commands.h"
+#include "registry.h"
 
+#include <errno.h>
 #include <glib.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/mount.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +39,31 @@ static char *mount_type(const char *path)
 	return type;
 }
 
+/* fanotify mode: unmount (refused while busy, as umount(8) does), then
+ * tell the daemon, which then exits. */
+static int stop_fanotify_daemon(const char *path, const char *type)
+{
+	HsmRegistryEntry entry;
+
+	if (!hsm_registry_find(path, &entry)) {
+		fprintf(stderr, "httphsm umount: %s is a %s mount, not an httphsm one\n", path,
+			type);
+		return 1;
+	}
+	if (umount2(path, UMOUNT_NOFOLLOW) < 0) {
+		fprintf(stderr, "httphsm umount: %s: %s\n", path, g_strerror(errno));
+		hsm_registry_entry_clear(&entry);
+		return 1;
+	}
+	kill(entry.pid, SIGTERM);
+	for (int i = 0; i < 600 && kill(entry.pid, 0) == 0; i++)
+		g_usleep(50 * 1000);
+	if (kill(entry.pid, 0) == 0)
+		fprintf(stderr, "httphsm umount: the daemon (pid %d) did not exit\n", (int)entry.pid);
+	hsm_registry_entry_clear(&entry);
+	return 0;
+}
+
 int hsm_command_umount(int argc, char **argv)
 {
 	g_autofree char *path = NULL;
@@ -61,6 +90,5 @@ int hsm_command_umount(int argc, char **argv)
 		perror("httphsm umount: cannot run fusermount3");
 		return 1;
 	}
-	fprintf(stderr, "httphsm umount: %s is a %s mount, not an httphsm one\n", path, type);
-	return 1;
+	return stop_fanotify_daemon(path, type);
 }

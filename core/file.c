@@ -262,8 +262,8 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 		}
 	}
 	g_mutex_unlock(&file->lock);
-	if (notify && file->tree->change_hook)
-		file->tree->change_hook(file->tree->change_data, file->relpath);
+	if (notify && file->tree->hooks.changed)
+		file->tree->hooks.changed(file->tree->hooks.user_data, file->relpath);
 	return *err == NULL;
 }
 
@@ -442,5 +442,55 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 	if (ok && sequential && end < file->state.size)
 		read_ahead(file, end);
 	g_mutex_unlock(&file->lock);
+	return ok;
+}
+
+/* ---- Eviction ---- */
+
+/* Forgets every range, under file->lock; FALSE while fetches run. */
+static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
+{
+	gboolean ok;
+
+	g_mutex_lock(&file->lock);
+	ok = file->fetches->len == 0;
+	if (ok) {
+		*freed = hsm_range_map_total(&file->state.present);
+		hsm_range_map_clear(&file->state.present);
+		hsm_range_map_init(&file->state.present);
+		file->generation++;
+		file->dirty = TRUE;
+	} else {
+		g_set_error(err, HSM_ERROR, EBUSY, "%s is being fetched", file->relpath);
+	}
+	g_mutex_unlock(&file->lock);
+	return ok;
+}
+
+gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
+{
+	HsmTreeHooks *hooks = &file->tree->hooks;
+	struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
+	gboolean ok = FALSE;
+
+	if (hooks->evicting)
+		hooks->evicting(hooks->user_data, file->fd);
+	/* While we hold it, nobody else has the file open, and opens wait. */
+	if (fcntl(file->fd, F_SETLEASE, F_WRLCK) < 0) {
+		g_set_error(err, HSM_ERROR, errno == EAGAIN ? EBUSY : errno, "%s: %s",
+			    file->relpath,
+			    errno == EAGAIN ? "the file is open; close it first" : g_strerror(errno));
+		return FALSE;
+	}
+	if (forget_all(file, freed, err)) {
+		hsm_file_save(file); /* absent on disk before the bytes go */
+		ok = fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			       (off_t)MAX(file->state.size, 1)) == 0;
+		if (!ok)
+			g_set_error(err, HSM_ERROR, errno, "%s: cannot free the space: %s",
+				    file->relpath, g_strerror(errno));
+		futimens(file->fd, times);
+	}
+	fcntl(file->fd, F_SETLEASE, F_UNLCK);
 	return ok;
 }

@@ -8,8 +8,7 @@ struct HsmTree {
 	HsmTreeOptions options;
 	HsmStore *store;
 	HsmFetcher *fetcher;
-	HsmChangeHook change_hook;
-	gpointer change_data;
+	HsmTreeHooks hooks;
 
 	GMutex lock;
 	GHashTable *files;       /* relpath -> HsmFile *; protected by lock */

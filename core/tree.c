@@ -45,10 +45,12 @@ const HsmTreeOptions *hsm_tree_options(HsmTree *tree)
 	return &tree->options;
 }
 
-void hsm_tree_set_change_hook(HsmTree *tree, HsmChangeHook hook, gpointer user_data)
+void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks)
 {
-	tree->change_hook = hook;
-	tree->change_data = user_data;
+	if (hooks)
+		tree->hooks = *hooks;
+	else
+		memset(&tree->hooks, 0, sizeof(tree->hooks));
 }
 
 /* ---- Files ---- */

@@ -32,9 +32,16 @@ void hsm_tree_options_clear(HsmTreeOptions *options);
 typedef struct HsmTree HsmTree;
 typedef struct HsmFile HsmFile;
 
-/* Called (from any thread) when a file's remote content changed and its
- * cached bytes were dropped, so that a front end can drop kernel caches. */
-typedef void (*HsmChangeHook)(gpointer user_data, const char *relpath);
+/* What a front end wants to know about cached files (any thread).
+ * changed: the remote content changed and the cached bytes were dropped
+ *          (drop kernel caches of relpath);
+ * evicting: fd's bytes are about to be dropped on request (make reads of
+ *          the file go through the daemon again). */
+typedef struct {
+	void (*changed)(gpointer user_data, const char *relpath);
+	void (*evicting)(gpointer user_data, int fd);
+	gpointer user_data;
+} HsmTreeHooks;
 
 /* Opens the cache (taking its daemon lock) and the fetcher.  No request is
  * sent yet. */
@@ -42,7 +49,7 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err);
 /* Saves every file state and closes. */
 void hsm_tree_close(HsmTree *tree);
 
-void hsm_tree_set_change_hook(HsmTree *tree, HsmChangeHook hook, gpointer user_data);
+void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks);
 
 HsmStore *hsm_tree_store(HsmTree *tree);
 HsmFetcher *hsm_tree_fetcher(HsmTree *tree);
@@ -70,6 +77,11 @@ typedef struct {
 } HsmFileStatus;
 
 void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
+
+/* Frees the local copy of the file: under a write lease (so nobody has it
+ * open: EBUSY otherwise) the state first forgets every range, then the
+ * bytes are punched out.  Later reads fetch again. */
+gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err);
 const char *hsm_file_relpath(HsmFile *file);
 
 #endif

@@ -471,7 +471,7 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 		hsm_fuse_free(fs);
 		return NULL;
 	}
-	hsm_tree_set_change_hook(tree, on_file_changed, fs);
+	hsm_tree_set_hooks(tree, &(HsmTreeHooks){ .changed = on_file_changed, .user_data = fs });
 	return fs;
 }
 
@@ -491,7 +491,7 @@ void hsm_fuse_free(HsmFuse *fs)
 {
 	if (!fs)
 		return;
-	hsm_tree_set_change_hook(fs->tree, NULL, NULL);
+	hsm_tree_set_hooks(fs->tree, NULL);
 	g_thread_pool_free(fs->invalidator, TRUE, TRUE);
 	if (fs->session) {
 		fuse_session_unmount(fs->session);

@@ -77,8 +77,8 @@ def test_hostile_listing_is_contained(error_site, mount_factory, tmp_path):
     # Nothing was created outside the cache tree.
     tree = os.path.join(m.cache_dir, "tree")
     assert sorted(os.listdir(os.path.join(tree, "hostile"))) == ["good.txt"]
-    assert sorted(os.listdir(m.cache_dir)) == ["httphsm.conf", "httphsm.log", "lock", "state",
-                                                "tree"]
+    assert sorted(os.listdir(m.cache_dir)) == ["control.sock", "httphsm.conf", "httphsm.log",
+                                                "lock", "state", "tree"]
     assert not os.path.exists(tmp_path / "escape")
 
 

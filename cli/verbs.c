@@ -1,0 +1,208 @@
+/* `httphsm status|prefetch|evict PATH...`: ask the daemon serving PATH. */
+#include "commands.h"
+#include "control.h"
+#include "registry.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+	const char *verb;
+	const char *usage;
+	gboolean bytes;         /* status: raw numbers */
+} Verb;
+
+static char *human_size(guint64 bytes, gboolean raw)
+{
+	return raw ? g_strdup_printf("%" G_GUINT64_FORMAT, bytes)
+		   : g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+}
+
+/* Connects to the daemon serving path and sends "verb relpath". */
+static int ask_daemon(const char *verb, const char *path, GError **err)
+{
+	g_autofree char *absolute = g_canonicalize_filename(path, NULL);
+	g_autofree char *relpath = NULL;
+	g_autofree char *escaped = NULL;
+	g_autofree char *socket_path = NULL;
+	g_autofree char *request = NULL;
+	struct sockaddr_un addr;
+	HsmRegistryEntry entry;
+	int fd, dir_fd = -1;
+
+	if (!hsm_registry_find_path(absolute, &entry, &relpath)) {
+		g_set_error(err, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+			    "%s is not inside a mounted httphsm tree", path);
+		return -1;
+	}
+	socket_path = hsm_control_socket_path(entry.cache_dir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || !hsm_control_address(entry.cache_dir, &addr, &dir_fd) ||
+	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		g_set_error(err, G_FILE_ERROR, g_file_error_from_errno(errno),
+			    "cannot reach the daemon at %s: %s", socket_path, g_strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		if (dir_fd >= 0)
+			close(dir_fd);
+		hsm_registry_entry_clear(&entry);
+		return -1;
+	}
+	close(dir_fd);
+	hsm_registry_entry_clear(&entry);
+	escaped = g_uri_escape_string(relpath, "/", FALSE);
+	request = g_strdup_printf("%s %s\n", verb, escaped);
+	if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0) {
+		g_set_error(err, G_FILE_ERROR, g_file_error_from_errno(errno), "%s", g_strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The next answer line, or NULL at the end. */
+static char *read_line(FILE *in)
+{
+	char *line = NULL;
+	size_t size = 0;
+
+	if (getline(&line, &size, in) < 0) {
+		free(line);
+		return NULL;
+	}
+	g_strchomp(line);
+	return line;
+}
+
+static void print_status(const char *path, const char *answer, gboolean raw)
+{
+	guint64 size, present;
+
+	if (g_str_has_prefix(answer, "dir ")) {
+		printf("%-8s %s\n", answer + 4, path);
+		return;
+	}
+	if (sscanf(answer, "file %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &size, &present) != 2)
+		return;
+	g_autofree char *p = human_size(present, raw);
+	g_autofree char *s = human_size(size, raw);
+	printf("%-8s %12s / %-12s %6.1f%%  %s\n",
+	       present == 0 && size ? "online" : present < size ? "partial" : "full", p, s,
+	       size ? 100.0 * (double)present / (double)size : 100.0, path);
+}
+
+static void draw_progress(const char *path, guint64 present, guint64 size)
+{
+	int width = 30, filled = size ? (int)(width * present / size) : width;
+	g_autofree char *p = human_size(present, FALSE);
+	g_autofree char *s = human_size(size, FALSE);
+
+	fprintf(stderr, "\r[%.*s%*s] %5.1f%% %s / %s  %s", filled,
+		"##############################", width - filled, "",
+		size ? 100.0 * (double)present / (double)size : 100.0, p, s, path);
+	fflush(stderr);
+}
+
+/* Runs one verb on one path; prints what it answered. */
+static gboolean run(const Verb *verb, const char *path)
+{
+	g_autoptr(GError) err = NULL;
+	int fd = ask_daemon(verb->verb, path, &err);
+	gboolean ok = FALSE, tty = isatty(STDERR_FILENO);
+	FILE *in;
+	char *line;
+
+	if (fd < 0) {
+		fprintf(stderr, "httphsm %s: %s\n", verb->verb, err->message);
+		return FALSE;
+	}
+	in = fdopen(fd, "r");
+	while ((line = read_line(in))) {
+		guint64 a, b;
+
+		if (g_str_has_prefix(line, "error ")) {
+			char *message = strchr(line + 6, ' ');
+
+			fprintf(stderr, "%shttphsm %s: %s\n", tty ? "\n" : "", verb->verb,
+				message ? message + 1 : line);
+		} else if (sscanf(line, "progress %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &a,
+				  &b) == 2) {
+			if (tty)
+				draw_progress(path, a, b);
+		} else if (g_str_has_prefix(line, "done ")) {
+			if (tty)
+				fputc('\n', stderr);
+			ok = TRUE;
+		} else if (sscanf(line, "evicted %" G_GUINT64_FORMAT, &a) == 1) {
+			g_autofree char *freed = human_size(a, verb->bytes);
+
+			printf("evicted %s  %s\n", freed, path);
+			ok = TRUE;
+		} else {
+			print_status(path, line, verb->bytes);
+			ok = TRUE;
+		}
+		free(line);
+	}
+	fclose(in);
+	return ok;
+}
+
+static int run_verb(Verb *verb, int argc, char **argv)
+{
+	int failures = 0, first = 1;
+
+	if (argc > 1 && !strcmp(argv[1], "--bytes")) {
+		verb->bytes = TRUE;
+		first = 2;
+	}
+	if (argc <= first || !strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
+		FILE *out = argc > first ? stdout : stderr;
+
+		fprintf(out, "%s", verb->usage);
+		return argc > first ? 0 : 2;
+	}
+	for (int i = first; i < argc; i++)
+		failures += !run(verb, argv[i]);
+	return failures ? 1 : 0;
+}
+
+int hsm_command_status(int argc, char **argv)
+{
+	Verb verb = { "status",
+		      "Usage: httphsm status [--bytes] PATH...\n\n"
+		      "Shows how much of each file is in the local cache: online (nothing\n"
+		      "yet), partial or full, with present bytes / size; for directories,\n"
+		      "whether their listing was fetched (populated).  --bytes prints exact\n"
+		      "byte counts.\n",
+		      FALSE };
+
+	return run_verb(&verb, argc, argv);
+}
+
+int hsm_command_prefetch(int argc, char **argv)
+{
+	Verb verb = { "prefetch",
+		      "Usage: httphsm prefetch PATH...\n\n"
+		      "Fetches whole files into the local cache now (with a progress bar on\n"
+		      "a terminal), so that later reads need no network.\n",
+		      FALSE };
+
+	return run_verb(&verb, argc, argv);
+}
+
+int hsm_command_evict(int argc, char **argv)
+{
+	Verb verb = { "evict",
+		      "Usage: httphsm evict [--bytes] PATH...\n\n"
+		      "Frees the local copy of files (they stay visible and are fetched\n"
+		      "again when read).  A file that is open is left alone (exit status 1).\n",
+		      FALSE };
+
+	return run_verb(&verb, argc, argv);
+}

@@ -1,0 +1,161 @@
+/* fanotify mode: setting up, serving and stopping; see fanotify-mode.h.
+ *
+ * The order matters: a detached read-only clone of the cache tree is marked
+ * first, then the guardian takes copies of the groups, and only then is the
+ * clone attached on the mount point, so that no file is ever opened there
+ * without pre-content events.  The daemon writes through the cache path,
+ * which is another mount and raises no events.
+ *
+ * Directories: with the kernel-patches/ series, one group gets readdir
+ * (FAN_PRE_ACCESS | FAN_ONDIR) and lookup (FAN_HSM_LOOKUP) events.  Mainline
+ * refuses FAN_ONDIR next to FAN_PRE_ACCESS, so a second group watches
+ * directory opens (FAN_OPEN_PERM | FAN_ONDIR, with files ignored).
+ */
+#include "bindmount.h"
+#include "error.h"
+#include "fanotify-abi.h"
+#include "fanotify-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static int new_group(unsigned int class, GError **err)
+{
+	int group = fanotify_init(class | FAN_CLOEXEC | FAN_UNLIMITED_QUEUE,
+				  O_RDONLY | O_LARGEFILE | O_CLOEXEC);
+
+	if (group < 0)
+		g_set_error(err, HSM_ERROR, errno, "fanotify_init: %s", g_strerror(errno));
+	return group;
+}
+
+static gboolean mark_mount(HsmFanotify *fan, guint group, unsigned int flags, guint64 mask,
+			   GError **err)
+{
+	if (fanotify_mark(fan->groups[group], FAN_MARK_ADD | FAN_MARK_MOUNT | flags, mask,
+			  fan->mount_fd, ".") == 0)
+		return TRUE;
+	g_set_error(err, HSM_ERROR, errno, "fanotify_mark(0x%llx) on the mount: %s",
+		    (unsigned long long)mask, g_strerror(errno));
+	return FALSE;
+}
+
+static gboolean set_up_groups(HsmFanotify *fan, GError **err)
+{
+	guint64 file_mask = FAN_PRE_ACCESS;
+
+	if (fan->caps.dir_readdir)
+		file_mask |= FAN_ONDIR | (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0);
+	fan->groups[FILE_GROUP] = new_group(FAN_CLASS_PRE_CONTENT, err);
+	fan->n_groups = 1;
+	if (fan->groups[FILE_GROUP] < 0 || !mark_mount(fan, FILE_GROUP, 0, file_mask, err))
+		return FALSE;
+	if (fan->caps.dir_readdir)
+		return TRUE;
+	fan->groups[DIR_GROUP] = new_group(FAN_CLASS_CONTENT, err);
+	fan->n_groups = 2;
+	/* Directory opens; the ignore mask (without FAN_ONDIR) spares file opens. */
+	return fan->groups[DIR_GROUP] >= 0 &&
+	       mark_mount(fan, DIR_GROUP, 0, FAN_OPEN_PERM | FAN_ONDIR, err) &&
+	       mark_mount(fan, DIR_GROUP, FAN_MARK_IGNORE_SURV, FAN_OPEN_PERM, err);
+}
+
+static void close_groups(HsmFanotify *fan)
+{
+	for (guint i = 0; i < fan->n_groups; i++)
+		if (fan->groups[i] >= 0)
+			close(fan->groups[i]);
+	fan->n_groups = 0;
+}
+
+static void on_evicting(gpointer user_data, int fd)
+{
+	hsm_fanotify_forget_complete(user_data, fd);
+}
+
+HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
+				GError **err)
+{
+	HsmFanotify *fan = g_new0(HsmFanotify, 1);
+	HsmStore *store = hsm_tree_store(tree);
+
+	fan->tree = tree;
+	fan->mountpoint = g_strdup(mountpoint);
+	fan->groups[0] = fan->groups[1] = -1;
+	fan->wake_fd = eventfd(0, EFD_CLOEXEC);
+	fan->mount_fd = hsm_bindmount_clone(hsm_store_tree_path(store), err);
+	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err) ||
+	    !set_up_groups(fan, err))
+		goto fail;
+	fan->guardian = hsm_guardian_start(fan->groups, fan->n_groups, mountpoint, log_path, err);
+	if (!fan->guardian)
+		goto fail;
+	hsm_fanotify_events_start(fan);
+	if (!hsm_bindmount_attach(fan->mount_fd, mountpoint, err)) {
+		hsm_fanotify_events_stop(fan);
+		goto fail;
+	}
+	close(fan->mount_fd);
+	fan->mount_fd = -1;
+	hsm_tree_set_hooks(tree, &(HsmTreeHooks){ .evicting = on_evicting, .user_data = fan });
+	g_message("fanotify mode: %s", hsm_kernel_caps_describe(&fan->caps));
+	return fan;
+fail:
+	hsm_guardian_release(fan->guardian);
+	close_groups(fan);
+	if (fan->mount_fd >= 0)
+		close(fan->mount_fd);
+	close(fan->wake_fd);
+	g_free(fan->mountpoint);
+	g_free(fan);
+	return NULL;
+}
+
+int hsm_fanotify_serve(HsmFanotify *fan)
+{
+	sigset_t signals;
+	int sig;
+
+	sigemptyset(&signals);
+	sigaddset(&signals, SIGINT);
+	sigaddset(&signals, SIGTERM);
+	sigaddset(&signals, SIGHUP);
+	for (;;) {
+		if (sigwait(&signals, &sig))
+			continue;
+		if (hsm_bindmount_detach(fan->mountpoint)) {
+			g_message("signal %d: unmounted %s", sig, fan->mountpoint);
+			return 0;
+		}
+		if (errno == EINVAL) {
+			g_message("signal %d: %s was unmounted", sig, fan->mountpoint);
+			return 0;
+		}
+		/* Closing the group now would let open files read holes as zeros. */
+		g_warning("signal %d: %s is busy (%s); still serving it", sig, fan->mountpoint,
+			  g_strerror(errno));
+	}
+}
+
+void hsm_fanotify_forget_complete(HsmFanotify *fan, int fd)
+{
+	if (fanotify_mark(fan->groups[FILE_GROUP], FAN_MARK_REMOVE | FAN_MARK_IGNORE_SURV,
+			  FAN_PRE_ACCESS, fd, NULL) < 0 && errno != ENOENT)
+		g_warning("cannot remove an ignore mark: %s", g_strerror(errno));
+}
+
+void hsm_fanotify_free(HsmFanotify *fan)
+{
+	if (!fan)
+		return;
+	hsm_tree_set_hooks(fan->tree, NULL);
+	hsm_fanotify_events_stop(fan);
+	hsm_guardian_release(fan->guardian);
+	close_groups(fan);
+	close(fan->wake_fd);
+	g_free(fan->mountpoint);
+	g_free(fan);
+}

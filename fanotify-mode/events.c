@@ -1,0 +1,274 @@
+/* fanotify mode: reading permission events and answering them.
+ *
+ * One reader thread per group reads events and hands each one to a worker
+ * pool, so that a slow fetch never holds up reads of other files or of
+ * bytes already present.  At most MAX_QUEUED events are in the daemon's
+ * hands; beyond that the readers stop reading and the kernel queues.  Every
+ * event read is answered exactly once, whatever happens: allowed once its
+ * bytes or entries are in the cache, denied with EIO when they cannot be.
+ */
+#include "error.h"
+#include "fanotify-abi.h"
+#include "fanotify-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_QUEUED 512
+#define WORKERS 32
+
+typedef struct {
+	HsmFanotify *fan;
+	guint group;
+	int fd;
+	guint64 mask;
+	gboolean has_range;
+	guint64 offset;
+	guint64 count;
+	guint slot;
+} Event;
+
+static const guint64 permission_events =
+	FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS | FAN_HSM_LOOKUP;
+
+/* The path of an event's object relative to the mount, or NULL. */
+static char *relpath_of(HsmFanotify *fan, int fd)
+{
+	char link[64];
+	g_autofree char *path = NULL;
+	gsize len = strlen(fan->mountpoint);
+
+	g_snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	path = g_file_read_link(link, NULL);
+	if (!path || strncmp(path, fan->mountpoint, len) || (path[len] && path[len] != '/'))
+		return NULL;
+	return g_strdup(path[len] ? path + len + 1 : "");
+}
+
+static void respond(HsmFanotify *fan, Event *ev, guint32 response)
+{
+	struct fanotify_response answer = { .fd = ev->fd, .response = response };
+
+	if (write(fan->groups[ev->group], &answer, sizeof(answer)) == sizeof(answer))
+		return;
+	if (errno == EINVAL && response != FAN_ALLOW && response != FAN_DENY) {
+		/* A kernel without errno responses: plain EPERM then. */
+		g_atomic_int_set(&fan->errno_responses, 0);
+		answer.response = FAN_DENY;
+		if (write(fan->groups[ev->group], &answer, sizeof(answer)) == sizeof(answer))
+			return;
+	}
+	g_warning("cannot answer a fanotify event: %s", g_strerror(errno));
+}
+
+static guint32 denial(HsmFanotify *fan, const GError *err)
+{
+	int code = hsm_error_errno(err);
+
+	if (!g_atomic_int_get(&fan->errno_responses))
+		return FAN_DENY;
+	/* The kernel accepts only a few errnos; readers get EIO for the rest. */
+	if (code != EIO && code != EPERM && code != EAGAIN && code != ENOSPC && code != EDQUOT)
+		code = EIO;
+	return FAN_DENY_ERRNO(code);
+}
+
+/* Events of this inode stop once it needs nothing more.  Evictable: if the
+ * kernel forgets the inode, events come back and are answered at once. */
+static void ignore_from_now_on(HsmFanotify *fan, guint group, int fd, guint64 mask)
+{
+	if (fanotify_mark(fan->groups[group],
+			  FAN_MARK_ADD | FAN_MARK_IGNORE_SURV | FAN_MARK_EVICTABLE, mask, fd,
+			  NULL) < 0)
+		g_debug("cannot add an ignore mark: %s", g_strerror(errno));
+}
+
+static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GError **err)
+{
+	if (!hsm_tree_populate(fan->tree, relpath, err))
+		return FALSE;
+	if (fan->caps.dir_readdir)
+		ignore_from_now_on(fan, ev->group, ev->fd,
+				   FAN_PRE_ACCESS | FAN_ONDIR |
+					   (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0));
+	else
+		ignore_from_now_on(fan, ev->group, ev->fd, FAN_OPEN_PERM | FAN_ONDIR);
+	return TRUE;
+}
+
+static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **err)
+{
+	HsmFile *file = hsm_tree_get_file(fan->tree, relpath, err);
+	HsmFileStatus status;
+	gboolean ok;
+
+	if (!file)
+		return FALSE;
+	ok = hsm_file_ensure(file, ev->has_range ? ev->offset : 0,
+			     ev->has_range ? ev->count : G_MAXUINT64, err);
+	hsm_file_get_status(file, &status);
+	if (ok && status.present == status.size)
+		ignore_from_now_on(fan, ev->group, ev->fd, FAN_PRE_ACCESS);
+	hsm_file_unref(file);
+	return ok;
+}
+
+static void handle_event(gpointer data, gpointer user_data)
+{
+	Event *ev = data;
+	HsmFanotify *fan = user_data;
+	g_autofree char *relpath = relpath_of(fan, ev->fd);
+	GError *err = NULL;
+	struct stat st;
+	gboolean ok = TRUE;
+
+	g_debug("fanotify event 0x%llx on '%s' range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
+		(unsigned long long)ev->mask, relpath ? relpath : "?", ev->offset, ev->count);
+	if (!relpath || fstat(ev->fd, &st) < 0)
+		g_debug("event on an object outside %s: allowed", fan->mountpoint);
+	else if (S_ISDIR(st.st_mode))
+		ok = populate(fan, ev, relpath, &err);
+	else if (ev->mask & FAN_PRE_ACCESS)
+		ok = fill(fan, ev, relpath, &err);
+	if (!ok)
+		g_warning("denying access to %s: %s", relpath, err->message);
+	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
+	g_clear_error(&err);
+	hsm_guardian_untrack(fan->guardian, ev->slot);
+	close(ev->fd);
+	g_free(ev);
+	g_mutex_lock(&fan->lock);
+	fan->queued--;
+	g_cond_signal(&fan->room);
+	g_mutex_unlock(&fan->lock);
+}
+
+static void parse_info(Event *ev, const struct fanotify_event_metadata *meta)
+{
+	const char *p = (const char *)meta + meta->metadata_len;
+	const char *end = (const char *)meta + meta->event_len;
+
+	while (p + sizeof(struct fanotify_event_info_header) <= end) {
+		const struct fanotify_event_info_header *hdr = (const void *)p;
+
+		if (hdr->len < sizeof(*hdr) || p + hdr->len > end)
+			break;
+		if (hdr->info_type == FAN_EVENT_INFO_TYPE_RANGE &&
+		    hdr->len >= sizeof(struct fanotify_event_info_range)) {
+			const struct fanotify_event_info_range *range = (const void *)p;
+
+			ev->has_range = TRUE;
+			ev->offset = range->offset;
+			ev->count = range->count;
+		}
+		p += hdr->len;
+	}
+}
+
+static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_metadata *meta)
+{
+	Event *ev;
+
+	if (meta->fd < 0)
+		return; /* queue overflow notices and the like carry no object */
+	if (!(meta->mask & permission_events)) {
+		close(meta->fd);
+		return;
+	}
+	ev = g_new0(Event, 1);
+	ev->fan = fan;
+	ev->group = group;
+	ev->fd = meta->fd;
+	ev->mask = meta->mask;
+	parse_info(ev, meta);
+	g_mutex_lock(&fan->lock);
+	while (fan->queued >= MAX_QUEUED)
+		g_cond_wait(&fan->room, &fan->lock);
+	fan->queued++;
+	g_mutex_unlock(&fan->lock);
+	ev->slot = hsm_guardian_track(fan->guardian, group, ev->fd);
+	g_thread_pool_push(fan->workers, ev, NULL);
+}
+
+/* Reads and dispatches what group has; FALSE when nothing was there. */
+static gboolean read_events(HsmFanotify *fan, guint group)
+{
+	char buf[16384] __attribute__((aligned(8)));
+	ssize_t len = read(fan->groups[group], buf, sizeof(buf));
+	const struct fanotify_event_metadata *meta = (const void *)buf;
+
+	if (len <= 0) {
+		if (len < 0 && errno != EAGAIN && errno != EINTR)
+			g_warning("reading fanotify events: %s", g_strerror(errno));
+		return FALSE;
+	}
+	for (; FAN_EVENT_OK(meta, len); meta = FAN_EVENT_NEXT(meta, len)) {
+		if (meta->vers != FANOTIFY_METADATA_VERSION)
+			g_error("fanotify metadata version %u, expected %u", meta->vers,
+				FANOTIFY_METADATA_VERSION);
+		dispatch(fan, group, meta);
+	}
+	return TRUE;
+}
+
+typedef struct {
+	HsmFanotify *fan;
+	guint group;
+} Reader;
+
+static gpointer reader_main(gpointer data)
+{
+	Reader *reader = data;
+	HsmFanotify *fan = reader->fan;
+	guint group = reader->group;
+	struct pollfd polls[2] = {
+		{ .fd = fan->groups[group], .events = POLLIN },
+		{ .fd = fan->wake_fd, .events = POLLIN },
+	};
+
+	g_free(reader);
+	for (;;) {
+		if (poll(polls, 2, -1) < 0 && errno != EINTR)
+			g_error("poll: %s", g_strerror(errno));
+		if (polls[0].revents & POLLIN)
+			read_events(fan, group);
+		if (polls[1].revents & POLLIN)
+			break;
+	}
+	while (read_events(fan, group))
+		; /* what was queued before the stop */
+	return NULL;
+}
+
+void hsm_fanotify_events_start(HsmFanotify *fan)
+{
+	g_mutex_init(&fan->lock);
+	g_cond_init(&fan->room);
+	g_atomic_int_set(&fan->errno_responses, 1);
+	fan->workers = g_thread_pool_new(handle_event, fan, WORKERS, FALSE, NULL);
+	for (guint i = 0; i < fan->n_groups; i++) {
+		Reader *reader = g_new(Reader, 1);
+
+		fcntl(fan->groups[i], F_SETFL, O_NONBLOCK);
+		reader->fan = fan;
+		reader->group = i;
+		fan->readers[i] = g_thread_new("hsm-fanotify", reader_main, reader);
+	}
+}
+
+void hsm_fanotify_events_stop(HsmFanotify *fan)
+{
+	guint64 one = 1;
+
+	if (write(fan->wake_fd, &one, sizeof(one)) != sizeof(one))
+		g_warning("cannot stop the event readers: %s", g_strerror(errno));
+	for (guint i = 0; i < fan->n_groups; i++)
+		g_thread_join(fan->readers[i]);
+	g_thread_pool_free(fan->workers, FALSE, TRUE);
+	g_mutex_clear(&fan->lock);
+	g_cond_clear(&fan->room);
+}

@@ -1,0 +1,28 @@
+/* fanotify mode: the cache tree bind-mounted read-only and filled on demand
+ * from fanotify pre-content permission events. */
+#ifndef HSM_FANOTIFY_MODE_H
+#define HSM_FANOTIFY_MODE_H
+
+#include "tree.h"
+
+#include <glib.h>
+
+typedef struct HsmFanotify HsmFanotify;
+
+/* Sets up the groups, marks, guardian and mount.  The caller must have
+ * blocked SIGINT, SIGTERM and SIGHUP in every thread (hsm_fanotify_serve()
+ * takes them with sigwait()).  log_path is where the guardian writes. */
+HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
+				GError **err);
+/* Serves until SIGINT/SIGTERM/SIGHUP finds the mount unused (then unmounts)
+ * or until someone else unmounted it. */
+int hsm_fanotify_serve(HsmFanotify *fan);
+/* Answers what is pending, stops everything, frees. */
+void hsm_fanotify_free(HsmFanotify *fan);
+
+/* Drops the "complete, no more events" mark of a file so that reads of it
+ * raise events again (before its bytes are evicted).  fd: any descriptor
+ * of the file. */
+void hsm_fanotify_forget_complete(HsmFanotify *fan, int fd);
+
+#endif

@@ -1,0 +1,35 @@
+/* Internals shared by daemon.c and events.c of fanotify mode. */
+#ifndef HSM_FANOTIFY_PRIVATE_H
+#define HSM_FANOTIFY_PRIVATE_H
+
+#include "fanotify-mode.h"
+#include "guardian.h"
+#include "kernel-caps.h"
+
+#define FILE_GROUP 0            /* FAN_PRE_ACCESS on files (and dirs, patched kernel) */
+#define DIR_GROUP 1             /* FAN_OPEN_PERM on dirs, mainline kernels only */
+
+struct HsmFanotify {
+	HsmTree *tree;
+	char *mountpoint;
+	HsmKernelCaps caps;
+	int mount_fd;           /* the detached clone, until attached */
+	int groups[2];
+	guint n_groups;
+	HsmGuardian *guardian;
+
+	int wake_fd;            /* eventfd: tells the readers to stop */
+	GThread *readers[2];
+	GThreadPool *workers;
+	GMutex lock;
+	GCond room;             /* a queued event was handled */
+	guint queued;           /* events read, not answered yet; protected by lock */
+	gint errno_responses;   /* atomic: FAN_DENY_ERRNO accepted */
+};
+
+/* events.c */
+void hsm_fanotify_events_start(HsmFanotify *fan);
+/* Reads what is left, answers everything, stops the threads. */
+void hsm_fanotify_events_stop(HsmFanotify *fan);
+
+#endif

@@ -1,0 +1,247 @@
+"""fanotify mode against a real nginx: on this machine's kernel (mainline
+6.14+ pre-content events) and, inside the QEMU guest, on the patched 6.1.
+
+The cache lives on an ext4 image the test loop-mounts (fanotify pre-content
+events need a file system that opts in; /tmp may be tmpfs), and the daemon
+marks only the bind mount it creates."""
+import errno
+import hashlib
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from support.mount import httphsm_binary, is_mounted
+
+pytestmark = pytest.mark.timeout(300)
+
+V6 = "linux/kernel/v6.x"
+BIG_TAR = f"{V6}/linux-6.1.tar"
+MiB = 1024 * 1024
+FANOTIFY_ARGS = ["-v"]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def ext4(tmp_path_factory):
+    """A loop-mounted ext4 file system for caches."""
+    base = tmp_path_factory.mktemp("ext4")
+    image, mnt = base / "cache.img", base / "fs"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "4G", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)])
+
+
+@pytest.fixture
+def fan_factory(mount_factory, ext4, request):
+    """fan_factory(url, **kw): a fanotify-mode mount with a cache on ext4."""
+    def make(url, name="fan", cache=None, args=()):
+        tag = hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
+        cache = cache or str(ext4 / f"{tag}-{name}")
+        try:
+            return mount_factory(url, name=name, cache=cache, mode="fanotify",
+                                 args=[*FANOTIFY_ARGS, *args])
+        except RuntimeError as e:
+            if "no fanotify pre-content events" in str(e):
+                pytest.skip(f"kernel {os.uname().release}: {e}")
+            raise
+    return make
+
+
+def lookup_events_supported(m):
+    return "before lookups" in m.log()
+
+
+def event_lines(m):
+    return [line for line in m.log().splitlines() if "fanotify event" in line]
+
+
+def walk_to(m, relpath):
+    """Lists each directory on the way (mainline kernels populate on open)."""
+    parts = relpath.split("/")[:-1]
+    for i in range(len(parts) + 1):
+        os.listdir(m.path(*parts[:i]))
+
+
+@pytest.mark.parametrize("name", [f"{V6}/linux-6.1.tar.xz", f"{V6}/ChangeLog-6.1.2",
+                                  "many/file-00042.dat", "odd/with space.txt"])
+def test_content_matches(nginx, fan_factory, tree_root, name):
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, name)
+    assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
+
+
+def test_entries_match(nginx, fan_factory, tree_root):
+    m = fan_factory(nginx.url + "pub/")
+    for directory in ("", V6, "many"):
+        walk_to(m, directory + "/x")
+        want = {e.name: (e.is_dir(), e.stat().st_size if e.is_file() else 0, int(e.stat().st_mtime))
+                for e in os.scandir(os.path.join(tree_root, "pub", directory))}
+        got = {e.name: (e.is_dir(), e.stat().st_size if e.is_file() else 0, int(e.stat().st_mtime))
+               for e in os.scandir(m.path(directory))}
+        assert got == want
+
+
+def test_tar_head_transfers_little(nginx, fan_factory, tree_root):
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, BIG_TAR)
+    nginx.clear_log()
+    cmd = "tar tvf {} | head -20"
+    got = subprocess.run(cmd.format(m.path(BIG_TAR)), shell=True, capture_output=True, timeout=120)
+    want = subprocess.run(cmd.format(os.path.join(tree_root, "pub", BIG_TAR)), shell=True,
+                          capture_output=True, timeout=120)
+    assert got.stdout == want.stdout and len(got.stdout.splitlines()) == 20
+    assert 0 < nginx.bytes_sent(BIG_TAR) <= 2 * MiB
+
+
+def test_complete_file_raises_no_more_events(nginx, fan_factory, tree_root):
+    name = f"{V6}/ChangeLog-6.1.5"
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, name)
+    assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
+    before = len(event_lines(m))
+    nginx.clear_log()
+    for _ in range(3):
+        assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
+    assert len(event_lines(m)) == before  # the daemon is out of the path
+    assert nginx.requests() == []
+
+
+def test_failed_fetch_is_eio_not_zeros(tmp_path, fan_factory):
+    from support.nginx import Nginx
+    root = tmp_path / "site"
+    root.mkdir()
+    os.chmod(tmp_path, 0o755)
+    (root / "fail.bin").write_bytes(b"x" * 100_000)
+    server = Nginx(str(root), extra="location = /fail.bin { return 500; }")
+    try:
+        m = fan_factory(server.url, args=["--retries", "1"])
+        os.listdir(m.path())
+        fd = os.open(m.path("fail.bin"), os.O_RDONLY)
+        try:
+            with pytest.raises(OSError) as e:
+                os.pread(fd, 4096, 0)
+            assert e.value.errno in (errno.EIO, errno.EPERM)  # EPERM: no errno responses
+        finally:
+            os.close(fd)
+    finally:
+        server.stop()
+
+
+def test_evict_then_read_refetches_exactly_that(nginx, fan_factory, tree_root):
+    name = f"{V6}/linux-6.1.tar.xz"
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, name)
+    binary = httphsm_binary()
+    subprocess.run([binary, "prefetch", m.path(name)], check=True, timeout=120)
+    status = subprocess.run([binary, "status", "--bytes", m.path(name)], check=True,
+                            capture_output=True, text=True).stdout.split()
+    size = os.path.getsize(os.path.join(tree_root, "pub", name))
+    assert status[:4] == ["full", str(size), "/", str(size)]
+    out = subprocess.run([binary, "evict", "--bytes", m.path(name)], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.split()[:2] == ["evicted", str(size)]
+    # Only file system metadata (an extent block) may remain.
+    assert os.stat(os.path.join(m.cache_dir, "tree", name)).st_blocks * 512 <= 64 * 1024
+    nginx.clear_log()
+    assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
+    assert nginx.bytes_sent(name) == size
+
+
+def test_evict_refuses_an_open_file(nginx, fan_factory):
+    name = f"{V6}/ChangeLog-6.1.1"
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, name)
+    with open(m.path(name), "rb") as f:
+        f.read()
+        r = subprocess.run([httphsm_binary(), "evict", m.path(name)], capture_output=True,
+                           text=True)
+    assert r.returncode == 1 and "open" in r.stderr
+
+
+def test_deep_path_opens_directly(nginx, fan_factory):
+    m = fan_factory(nginx.url + "pub/")
+    if not lookup_events_supported(m):
+        pytest.skip("no lookup events on this kernel (mainline): see httphsm mount --help")
+    with open(m.path("a", "b", "c", "d", "e", "deep.txt"), "rb") as f:
+        assert f.read() == b"five levels down\n"
+
+
+def test_fuse_and_fanotify_share_one_cache(nginx, fan_factory, mount_factory, ext4, tree_root):
+    name = f"{V6}/linux-6.1.tar.xz"
+    cache = str(ext4 / "shared-cache")
+    fuse = mount_factory(nginx.url + "pub/", name="fuse", cache=cache)
+    with open(fuse.path(name), "rb") as f:
+        f.seek(50 * MiB)
+        first_half = f.read(20 * MiB)
+    fuse.umount()
+    nginx.clear_log()
+    fan = fan_factory(nginx.url + "pub/", name="fan", cache=cache)
+    walk_to(fan, name)
+    with open(fan.path(name), "rb") as f:
+        f.seek(50 * MiB)
+        assert f.read(20 * MiB) == first_half
+    assert nginx.bytes_sent(name) == 0  # the FUSE mount fetched those bytes
+    assert sha256(fan.path(name)) == sha256(os.path.join(tree_root, "pub", name))
+
+
+def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
+    """Readers of a daemon killed mid-read get correct bytes or an error;
+    the guardian detaches the mount and exits once it is no longer used."""
+    m = fan_factory(nginx.url + "pub/", args=["--max-window", "1M"])
+    walk_to(m, BIG_TAR)
+    original = os.path.join(tree_root, "pub", BIG_TAR)
+    outcome = {}
+
+    def reader():
+        block = 4 * MiB
+        with open(original, "rb") as want, open(m.path(BIG_TAR), "rb") as got:
+            offset = 0
+            try:
+                while True:
+                    data = got.read(block)
+                    if not data:
+                        break
+                    assert data == want.read(len(data)), f"wrong bytes at {offset}"
+                    offset += len(data)
+                outcome["result"] = "complete"
+            except OSError as e:
+                outcome["result"] = f"error {errno.errorcode[e.errno]} at {offset}"
+
+    thread = threading.Thread(target=reader)
+    nginx.clear_log()
+    thread.start()
+    while nginx.bytes_sent(BIG_TAR) < 100 * MiB:
+        time.sleep(0.02)
+    os.kill(m.pid, signal.SIGKILL)
+    thread.join(120)
+    assert not thread.is_alive()
+    print("reader:", outcome["result"])
+    assert outcome["result"] == "complete" or outcome["result"].startswith("error EIO") or \
+        outcome["result"].startswith("error EPERM"), outcome
+    deadline = time.time() + 10
+    while is_mounted(m.mountpoint) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not is_mounted(m.mountpoint)  # the guardian detached it
+    guardians = subprocess.run(["pgrep", "-f", f"__guardian.*{m.mountpoint}"],
+                               capture_output=True, text=True).stdout.split()
+    deadline = time.time() + 10
+    while guardians and time.time() < deadline:
+        time.sleep(0.2)
+        guardians = subprocess.run(["pgrep", "-f", f"__guardian.*{m.mountpoint}"],
+                                   capture_output=True, text=True).stdout.split()
+    assert guardians == []  # and left once the last file was closed
+    assert "the daemon died" in m.log()
