@@ -381,16 +381,31 @@ static void grow_window(HsmFile *file)
 	file->window = MIN(file->window * 2, file->tree->options.max_window);
 }
 
-/* Keeps one window of data in flight ahead of a sequential reader. */
+/* Keeps a sequential reader fed, as the kernel's readahead does: once what
+ * is present or coming ahead of it is less than half a window, the next
+ * window is fetched and the window doubles.  So it grows only as fast as
+ * the reader consumes. */
 static void read_ahead(HsmFile *file, guint64 from)
 {
-	guint64 until = MIN(from + file->window, file->state.size);
-	guint64 missing = hsm_range_map_first_missing(&file->state.present, from, until);
+	guint64 size = file->state.size, ahead = from;
 
-	if (missing < until && !fetch_covering(file, missing)) {
-		start_fetch(file, missing, until);
-		grow_window(file);
+	for (;;) {
+		guint64 missing = hsm_range_map_first_missing(&file->state.present, ahead, size);
+		Fetch *fetch;
+
+		if (missing >= size)
+			return;
+		fetch = fetch_covering(file, missing);
+		if (!fetch) {
+			ahead = missing;
+			break;
+		}
+		ahead = fetch->end;
 	}
+	if (ahead - from >= file->window / 2)
+		return;
+	start_fetch(file, ahead, ahead + file->window);
+	grow_window(file);
 }
 
 gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err)
