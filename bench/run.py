@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""FUSE vs fanotify vs peers on a kernel.org-like tree served by a local nginx.
+
+    bench/run.py [--contenders LIST] [--repeat N] [--out DIR] [--update-readme]
+
+Contenders: local (the file on local disk), curl (the network path alone),
+httphsm-fuse, httphsm-fanotify, httpdirfs (Debian 1.2.5), rclone-off and
+rclone-full (`rclone mount :http:` with --vfs-cache-mode off / full).
+
+Workloads (cold = fresh mount with an empty cache and dropped page cache;
+warm = the same again once everything was read):
+  tar-head   `tar tvf linux-6.1.tar | head -20` (1.3 GB tar): time, bytes fetched
+  xz-head    `xz -dc linux-6.1.tar.xz | tar tv | head -5`: time, bytes fetched
+  deep       first byte of a file 5 directories deep, never listed before
+  ls         `ls -l` of a 5,000-entry directory, exact and rounded listings:
+             time and requests
+  rand       4 KiB random preads, p50/p99, 1/4/16 threads
+  seq        sequential read throughput, 1/4/16 threads
+Each figure is the median of --repeat runs.  A contender that fails a
+workload is reported as failed with its error.  Ratios (contender / local,
+httphsm / rclone) come from the same run.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from support.mount import REPO, Mount, is_mounted  # noqa: E402
+from support.nginx import Nginx  # noqa: E402
+from support.tree import make_tree  # noqa: E402
+
+V6 = "linux/kernel/v6.x"
+BIG_TAR = f"{V6}/linux-6.1.tar"
+TAR_XZ = f"{V6}/linux-6.1.tar.xz"
+DEEP = "a/b/c/d/e/deep.txt"
+READBENCH = os.path.join(REPO, "build", "readbench")
+ALL = ["local", "curl", "httphsm-fuse", "httphsm-fanotify", "httpdirfs", "rclone-off",
+       "rclone-full"]
+
+
+class Failed(Exception):
+    pass
+
+
+def drop_page_cache():
+    subprocess.run(["sync"])
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def timed(cmd, timeout=600):
+    start = time.monotonic()
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout)
+    elapsed = time.monotonic() - start
+    if r.returncode != 0 and "head" not in cmd:
+        raise Failed((r.stderr or r.stdout).strip().splitlines()[-1:] or f"exit {r.returncode}")
+    return elapsed, r
+
+
+def settle(server, quiet=1.0, limit=15):
+    """Waits until the server logged nothing new for `quiet` seconds: a
+    client may still be transferring after the command returned, and nginx
+    logs a request when it ends."""
+    deadline, last, last_change = time.time() + limit, -1, time.time()
+    while time.time() < deadline:
+        size = os.path.getsize(server.log_path) if os.path.exists(server.log_path) else 0
+        if size != last:
+            last, last_change = size, time.time()
+        elif time.time() - last_change >= quiet:
+            return
+        time.sleep(0.1)
+
+
+def wait_for(path, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if is_mounted(path):
+            return
+        time.sleep(0.1)
+    raise Failed(f"{path} did not get mounted")
+
+
+class Contender:
+    """A way to see the tree as files; mount() gives a fresh, cold view."""
+    network = True
+
+    def __init__(self, name, work):
+        self.name = name
+        self.work = os.path.join(work, name)
+
+    def mount(self, url):
+        raise NotImplementedError
+
+    def umount(self):
+        pass
+
+    def path(self, rel):
+        return os.path.join(self.root, rel)
+
+    def explain(self, error):
+        """What went wrong, in one line: the contender's own words if any."""
+        return str(error).strip().splitlines()[-1][:300] if str(error).strip() else repr(error)
+
+
+class Local(Contender):
+    network = False
+
+    def __init__(self, name, work, tree_root):
+        super().__init__(name, work)
+        self.tree_root = tree_root
+
+    def mount(self, url):
+        self.root = os.path.join(self.tree_root, "pub")
+        drop_page_cache()
+
+
+class Httphsm(Contender):
+    def __init__(self, name, work, mode):
+        super().__init__(name, work)
+        self.mode = mode
+        self.mounted = None
+
+    def mount(self, url):
+        self.umount()
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        try:
+            self.mounted = Mount(url, os.path.join(self.work, "mnt"),
+                                 os.path.join(self.work, "cache"), mode=self.mode)
+        except RuntimeError as e:
+            raise Failed(str(e).splitlines()[-1])
+        self.root = self.mounted.mountpoint
+        drop_page_cache()
+
+    def umount(self):
+        if self.mounted:
+            self.mounted.umount()
+            self.mounted = None
+
+
+class External(Contender):
+    """httpdirfs and rclone: started as daemons, stopped with fusermount."""
+
+    def __init__(self, name, work, command):
+        super().__init__(name, work)
+        self.command = command
+
+    def mount(self, url):
+        self.umount()
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.root = os.path.join(self.work, "mnt")
+        os.makedirs(self.root)
+        os.makedirs(os.path.join(self.work, "cache"))
+        cmd = self.command(url, self.root, os.path.join(self.work, "cache"))
+        self.log = open(os.path.join(self.work, "log"), "w")
+        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(self.root, 20)
+            os.listdir(self.root)
+        except (Failed, OSError) as e:
+            self.umount()
+            with open(os.path.join(self.work, "log")) as f:
+                lines = [line.strip() for line in f if line.strip()]
+            raise Failed("; ".join(lines[-2:]) or str(e))
+        drop_page_cache()
+
+    def explain(self, error):
+        try:
+            with open(os.path.join(self.work, "log")) as f:
+                lines = [line.strip() for line in f if line.strip()]
+        except OSError:
+            lines = []
+        words = [line for line in lines if "rror" in line or "not support" in line]
+        return (words[0][:300] + " -> " if words else "") + super().explain(error)
+
+    def umount(self):
+        if getattr(self, "root", None) and is_mounted(self.root):
+            subprocess.run(["fusermount3", "-u", "-z", self.root], capture_output=True)
+            subprocess.run(["fusermount", "-u", "-z", self.root], capture_output=True)
+        if getattr(self, "process", None) and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def make_contender(name, work, tree_root):
+    if name == "local":
+        return Local(name, work, tree_root)
+    if name == "httphsm-fuse":
+        return Httphsm(name, work, "fuse")
+    if name == "httphsm-fanotify":
+        return Httphsm(name, work, "fanotify")
+    if name == "httpdirfs":
+        return External(name, work, lambda url, mnt, cache: [
+            "httpdirfs", "-f", "--cache", "--cache-location", cache, url, mnt])
+    if name.startswith("rclone-"):
+        mode = name.split("-", 1)[1]
+        return External(name, work, lambda url, mnt, cache: [
+            "rclone", "mount", ":http:", mnt, "--http-url", url, "--read-only",
+            "--vfs-cache-mode", mode, "--cache-dir", cache, "--dir-cache-time", "1h"])
+    raise ValueError(name)
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tree_root = make_tree()
+        self.exact = Nginx(self.tree_root, exact_size=True)
+        self.rounded = Nginx(self.tree_root, exact_size=False)
+        self.work = tempfile.mkdtemp(prefix="httphsm-bench-", dir="/var/tmp")
+        self.results = {}
+
+    def record(self, contender, workload, value):
+        self.results.setdefault(contender, {})[workload] = value
+        print(f"  {contender:17} {workload:22} {value}", flush=True)
+
+    def repeat(self, contender, fn):
+        """Median of fn() over --repeat fresh runs; fn returns a dict."""
+        runs = []
+        for _ in range(self.args.repeat):
+            runs.append(fn())
+        return {k: median([r[k] for r in runs]) for k in runs[0]}
+
+    def cold_and_warm(self, c, workload, url, run):
+        """run() -> dict, once on a fresh mount (cold), once more (warm)."""
+        server = self.rounded if url == "rounded" else self.exact
+
+        def both():
+            c.mount(server.url + "pub/")
+            server.clear_log()
+            cold = run(server)
+            server.clear_log()
+            warm = run(server)
+            c.umount()
+            return {**{f"cold_{k}": v for k, v in cold.items()},
+                    **{f"warm_{k}": v for k, v in warm.items()}}
+        try:
+            self.record(c.name, workload, self.repeat(c.name, both))
+        except (Failed, subprocess.TimeoutExpired, OSError) as e:
+            c.umount()
+            self.record(c.name, workload, {"failed": c.explain(e)})
+
+    def pipeline(self, c, cmd, fetched_file):
+        def run(server):
+            elapsed, r = timed(cmd.format(c.path("")))
+            lines = len(r.stdout.splitlines())
+            if lines < 5:
+                raise Failed((r.stderr.strip().splitlines() or ["no output"])[-1])
+            settle(server)
+            return {"seconds": round(elapsed, 4),
+                    "bytes": server.bytes_sent(fetched_file) if c.network else 0}
+        return run
+
+    def workloads(self, c):
+        self.cold_and_warm(c, "tar-head", "exact", self.pipeline(
+            c, "tar tvf {}" + BIG_TAR + " | head -20", BIG_TAR))
+        self.cold_and_warm(c, "xz-head", "exact", self.pipeline(
+            c, "xz -dc {}" + TAR_XZ + " | tar tv | head -5", TAR_XZ))
+
+        def deep(server):
+            elapsed, r = timed(f"head -c1 {c.path(DEEP)}")
+            if r.stdout != "f":
+                raise Failed(r.stderr.strip() or "no byte")
+            return {"seconds": round(elapsed, 4)}
+        self.cold_and_warm(c, "deep-first-byte", "exact", deep)
+
+        def ls(server):
+            elapsed, r = timed(f"ls -l {c.path('many')}")
+            entries = len(r.stdout.splitlines()) - 1
+            if entries != 5000:
+                raise Failed(f"{entries} entries listed")
+            settle(server)
+            return {"seconds": round(elapsed, 4), "requests": len(server.requests())}
+        self.cold_and_warm(c, "ls-5000-exact", "exact", ls)
+        self.cold_and_warm(c, "ls-5000-rounded", "rounded", ls)
+
+        for threads in (1, 4, 16):
+            def rand(server, threads=threads):
+                ops = 20000 if server is None else 400
+                out = subprocess.run([READBENCH, "random", c.path(BIG_TAR), str(ops),
+                                      str(threads)], capture_output=True, text=True,
+                                     timeout=600)
+                result = json.loads(out.stdout)
+                if "error" in result:
+                    raise Failed(result["error"])
+                return {"p50_us": round(result["p50_ns"] / 1000, 2),
+                        "p99_us": round(result["p99_ns"] / 1000, 2)}
+            self.seq_then_rand(c, threads, rand)
+
+    def seq_then_rand(self, c, threads, rand):
+        """Cold sequential read of the big tar (which makes it local), then
+        warm sequential and warm random reads; cold random on its own mount."""
+        def seq():
+            out = subprocess.run([READBENCH, "seq", c.path(BIG_TAR), str(threads)],
+                                 capture_output=True, text=True, timeout=900)
+            result = json.loads(out.stdout)
+            if "error" in result:
+                raise Failed(result["error"])
+            return result["mib_per_s"]
+
+        def run():
+            c.mount(self.exact.url + "pub/")
+            cold_rand = rand(self.exact)
+            c.mount(self.exact.url + "pub/")
+            cold = seq()
+            warm = seq()
+            warm_rand = rand(None)
+            c.umount()
+            return {"cold_seq_mib_s": cold, "warm_seq_mib_s": warm,
+                    "cold_rand_p50_us": cold_rand["p50_us"],
+                    "cold_rand_p99_us": cold_rand["p99_us"],
+                    "warm_rand_p50_us": warm_rand["p50_us"],
+                    "warm_rand_p99_us": warm_rand["p99_us"]}
+        try:
+            self.record(c.name, f"read-{threads}-threads", self.repeat(c.name, run))
+        except (Failed, subprocess.TimeoutExpired, OSError, json.JSONDecodeError) as e:
+            c.umount()
+            self.record(c.name, f"read-{threads}-threads", {"failed": c.explain(e)})
+
+    def curl(self):
+        url = self.exact.url + "pub/" + BIG_TAR
+
+        def run():
+            start = time.monotonic()
+            subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=True)
+            size = os.path.getsize(os.path.join(self.tree_root, "pub", BIG_TAR))
+            return {"cold_seq_mib_s": round(size / 1048576 / (time.monotonic() - start), 1)}
+        drop_page_cache()
+        self.record("curl", "read-1-threads", self.repeat("curl", run))
+
+    def run(self):
+        for name in self.args.contenders:
+            print(f"{name}:", flush=True)
+            if name == "curl":
+                self.curl()
+                continue
+            c = make_contender(name, self.work, self.tree_root)
+            try:
+                self.workloads(c)
+            finally:
+                c.umount()
+
+    def close(self):
+        self.exact.stop()
+        self.rounded.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def environment():
+    kvm = os.path.exists("/dev/kvm")
+    in_guest = os.path.exists("/etc/httphsm-guest") or "hypervisor" in open("/proc/cpuinfo").read()
+    return {
+        "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "where": os.environ.get("HTTPHSM_BENCH_WHERE", "host"),
+        "virtualised": in_guest,
+        "kvm_device": kvm,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--contenders", default=",".join(ALL))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "latest"))
+    parser.add_argument("--update-readme", action="store_true",
+                        help="rewrite the results section of README.md")
+    args = parser.parse_args()
+    args.contenders = [c for c in args.contenders.split(",") if c]
+    for c in args.contenders:
+        if c not in ALL:
+            parser.error(f"unknown contender {c}")
+    if os.geteuid() != 0:
+        parser.error("run as root (mounts, drop_caches)")
+    bench = Bench(args)
+    try:
+        bench.run()
+    finally:
+        bench.close()
+    os.makedirs(args.out, exist_ok=True)
+    data = {"environment": environment(), "repeat": args.repeat, "results": bench.results}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    subprocess.run([sys.executable, os.path.join(HERE, "report.py"), args.out] +
+                   (["--update-readme"] if args.update_readme else []), check=True)
+
+
+if __name__ == "__main__":
+    main()
