@@ -207,6 +207,9 @@ static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *h
 	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
 	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* The shared pool keeps one idle connection per transfer thread;
+	 * libcurl's default (4) would close most of them on return. */
+	curl_easy_setopt(curl, CURLOPT_MAXCONNECTS, (long)o->max_connections * 2);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)o->connect_timeout);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, (long)o->stall_timeout);

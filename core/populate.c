@@ -238,8 +238,12 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	int dirfd = -1;
 	gboolean ok = FALSE;
 
-	if (!listing || !complete_with_heads(tree, relpath, listing, err))
+	if (!listing)
 		goto out;
+	g_debug("listed %s/: %u entries; completing sizes", relpath, listing->entries->len);
+	if (!complete_with_heads(tree, relpath, listing, err))
+		goto out;
+	g_debug("%s/: sizes complete; creating entries", relpath);
 	dirfd = *relpath ? openat(hsm_store_tree_fd(tree->store), relpath,
 				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 			 : openat(hsm_store_tree_fd(tree->store), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
