@@ -39,10 +39,14 @@ class Nginx:
     extra is spliced into the server block (e.g. locations returning errors).
     """
 
-    def __init__(self, root, exact_size=True, extra="", workdir=None):
+    def __init__(self, root, exact_size=True, extra="", workdir=None, tls=None):
+        """tls: (certificate, key) paths to serve HTTPS (with HTTP/2)."""
         self.root = root
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/"
+        listen = f"listen 127.0.0.1:{self.port}" + (" ssl http2;" if tls else ";")
+        if tls:
+            listen += f" ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};"
         self.dir = workdir or tempfile.mkdtemp(prefix="httphsm-nginx-")
         os.chmod(self.dir, 0o755)
         self.log_path = os.path.join(self.dir, "access.log")
@@ -69,7 +73,7 @@ http {{
     uwsgi_temp_path {self.dir}/tmp;
     scgi_temp_path {self.dir}/tmp;
     server {{
-        listen 127.0.0.1:{self.port};
+        {listen}
         root {root};
         autoindex on;
         autoindex_exact_size {"on" if exact_size else "off"};
