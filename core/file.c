@@ -208,7 +208,8 @@ static gboolean pwrite_all(int fd, const guint8 *data, gsize len, guint64 offset
 }
 
 /* Writes fetched bytes and marks them present, if the file is still the
- * version this fetch started on. */
+ * version this fetch started on.  (The mtime is put back when the fetch
+ * ends.) */
 static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gsize len,
 			      GError **err)
 {
@@ -218,9 +219,6 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 		return FALSE;
 	g_mutex_lock(&file->lock);
 	if (fetch->generation == file->generation) {
-		struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
-
-		futimens(file->fd, times); /* the write made it "now" */
 		hsm_range_map_add(&file->state.present, offset, offset + len);
 		file->dirty = TRUE;
 	}
@@ -273,6 +271,15 @@ static gboolean fetch_write(gpointer user_data, guint64 offset, const void *data
 	return write_present(user_data, offset, data, len, err);
 }
 
+/* Writing made the mtime "now"; once per fetch (an inode update costs as
+ * much as a write), it is put back. Called with file->lock held. */
+static void restore_mtime(HsmFile *file)
+{
+	struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
+
+	futimens(file->fd, times);
+}
+
 static void remember_failure(HsmFile *file, Fetch *fetch)
 {
 	g_clear_error(&file->failure);
@@ -299,6 +306,7 @@ static void fetch_done(gpointer user_data, GError *err)
 	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
 		g_warning("%s", err->message);
 	g_mutex_lock(&file->lock);
+	restore_mtime(file);
 	fetch->finished = TRUE;
 	fetch->error = err;
 	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))

@@ -73,6 +73,9 @@ def test_whole_big_tar_matches_and_is_fetched_once(mounted, tree_root, nginx):
     fetched = sum(r.bytes for r in gets(nginx, BIG_TAR))
     assert fetched == size  # every byte exactly once: no overlap, no refetch
     assert all(r.status == 206 for r in gets(nginx, BIG_TAR))
+    # Writing the cache file did not leave its mtime at "now".
+    cached = os.path.join(mounted.cache_dir, "tree", BIG_TAR)
+    assert int(os.stat(cached).st_mtime) == int(os.stat(original).st_mtime)
     # Sequential reading grows the window: far fewer requests than 256 KiB pieces.
     assert len(gets(nginx, BIG_TAR)) < size / (4 * MiB)
 
