@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from support.files import sha256
+
 from support.mount import httphsm_binary, is_mounted
 
 pytestmark = pytest.mark.timeout(300)
@@ -23,13 +25,6 @@ BIG_TAR = f"{V6}/linux-6.1.tar"
 MiB = 1024 * 1024
 FANOTIFY_ARGS = ["-v"]
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MiB), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from support.files import sha256
+
 pytestmark = pytest.mark.timeout(600)
 
 BIG_TAR = "linux/kernel/v6.x/linux-6.1.tar"
@@ -60,13 +62,6 @@ def test_concurrent_readers_share_one_fetch(mounted, nginx, tree_root):
     assert gets[0].bytes <= 512 * 1024
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MiB), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def test_kill_9_mid_read_never_yields_unfetched_bytes(nginx, mount_factory, tree_root, tmp_path):
     original = os.path.join(tree_root, "pub", BIG_TAR)
@@ -100,6 +95,6 @@ def test_kill_9_mid_read_never_yields_unfetched_bytes(nginx, mount_factory, tree
     # A new daemon on the same cache fetches only what was missing.
     nginx.clear_log()
     m2 = mount_factory(nginx.url + "pub/", name="second", cache=cache)
-    assert sha256_file(m2.path(BIG_TAR)) == sha256_file(original)
+    assert sha256(m2.path(BIG_TAR)) == sha256(original)
     refetched = nginx.bytes_sent(BIG_TAR)
     assert size - present <= refetched <= size - present + len(ranges) * 4096 + 4096

@@ -1,10 +1,11 @@
 """FUSE mode against a real nginx serving the kernel.org-like tree."""
 import errno
-import hashlib
 import os
 import subprocess
 
 import pytest
+
+from support.files import sha256
 
 from support.tree import MANY_FILES, ODD_NAMES
 
@@ -14,13 +15,6 @@ V6 = "linux/kernel/v6.x"
 BIG_TAR = f"{V6}/linux-6.1.tar"
 MiB = 1024 * 1024
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def snapshot(directory):
