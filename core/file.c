@@ -174,6 +174,7 @@ static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
 	state->size = size;
 	g_free(state->etag);
 	state->etag = g_strdup(info->etag);
+	state->last_modified = info->mtime;
 	file->generation++;
 	file->dirty = TRUE;
 }
@@ -227,6 +228,18 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 	return TRUE;
 }
 
+/* The response describes another version than the bytes we hold: another
+ * size, another ETag, or (when there are no ETags) another Last-Modified. */
+static gboolean validators_differ(const HsmFileState *state, const HsmRemoteInfo *info)
+{
+	if (info->size != G_MAXUINT64 && info->size != state->size)
+		return TRUE;
+	if (state->etag && info->etag)
+		return strcmp(state->etag, info->etag) != 0;
+	return state->last_modified >= 0 && info->mtime >= 0 &&
+	       state->last_modified != info->mtime;
+}
+
 static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GError **err)
 {
 	Fetch *fetch = user_data;
@@ -235,8 +248,7 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 	gboolean changed, notify = FALSE;
 
 	g_mutex_lock(&file->lock);
-	changed = (info->size != G_MAXUINT64 && info->size != state->size) ||
-		  (state->etag && info->etag && strcmp(state->etag, info->etag));
+	changed = validators_differ(state, info);
 	if (fetch->generation != file->generation) {
 		g_set_error(err, HSM_ERROR, EIO, "%s changed on the server during the read",
 			    file->relpath);
@@ -251,6 +263,10 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 	} else {
 		if (!state->etag && info->etag) {
 			state->etag = g_strdup(info->etag);
+			file->dirty = TRUE;
+		}
+		if (state->last_modified < 0 && info->mtime >= 0) {
+			state->last_modified = info->mtime;
 			file->dirty = TRUE;
 		}
 		if (info->whole_body) {

@@ -28,6 +28,7 @@ struct HsmStore {
 void hsm_file_state_init(HsmFileState *state)
 {
 	memset(state, 0, sizeof(*state));
+	state->last_modified = -1;
 	hsm_range_map_init(&state->present);
 }
 
@@ -261,6 +262,8 @@ gboolean hsm_store_load_file(HsmStore *store, const char *relpath, HsmFileState 
 	hsm_file_state_init(&loaded);
 	loaded.size = g_key_file_get_uint64(file, FILE_GROUP, "size", NULL);
 	loaded.etag = g_key_file_get_string(file, FILE_GROUP, "etag", NULL);
+	if (g_key_file_has_key(file, FILE_GROUP, "last-modified", NULL))
+		loaded.last_modified = g_key_file_get_int64(file, FILE_GROUP, "last-modified", NULL);
 	present = g_key_file_get_string(file, FILE_GROUP, "present", NULL);
 	if (!present || !hsm_range_map_parse(&loaded.present, present) ||
 	    hsm_range_map_first_missing(&loaded.present, loaded.size, G_MAXUINT64) != loaded.size) {
@@ -283,6 +286,8 @@ gboolean hsm_store_save_file(HsmStore *store, const char *relpath, const HsmFile
 	g_key_file_set_uint64(file, FILE_GROUP, "size", state->size);
 	if (state->etag)
 		g_key_file_set_string(file, FILE_GROUP, "etag", state->etag);
+	if (state->last_modified >= 0)
+		g_key_file_set_int64(file, FILE_GROUP, "last-modified", state->last_modified);
 	g_key_file_set_string(file, FILE_GROUP, "present", present);
 	return save_state(store, relpath, file, err);
 }

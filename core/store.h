@@ -48,6 +48,7 @@ char *hsm_store_default_dir(const char *url);
 typedef struct {
 	guint64 size;
 	char *etag;             /* validator from the server, or NULL */
+	gint64 last_modified;   /* the other validator (Unix time), or -1 */
 	HsmRangeMap present;
 } HsmFileState;
 

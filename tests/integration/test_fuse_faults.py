@@ -146,3 +146,21 @@ def test_file_that_grew_gets_its_new_size(site, mount_factory):
     time.sleep(2.5)
     assert os.path.getsize(m.path("small.txt")) == 20
     assert read_all(m.path("small.txt")) == b"a longer small file\n"
+
+
+def test_change_detected_by_last_modified_without_etag(site, mount_factory):
+    server, root = site
+    server.faults.no_etag = True
+    m = mount(mount_factory, server, "--min-window", "64K")
+    fd = os.open(m.path("data.bin"), os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4096, 0) == content("data")[:4096]
+        (root / "data.bin").write_bytes(content("new"))  # same size
+        later = time.time() + 120  # Last-Modified has one-second precision
+        os.utime(root / "data.bin", (later, later))
+        with pytest.raises(OSError) as e:
+            os.pread(fd, 4096, 2 * 1024 * 1024)
+        assert e.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+    assert "changed on the server" in m.log()

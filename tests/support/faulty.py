@@ -8,6 +8,7 @@ files with Range support, ETag and Last-Modified, unless told to:
   ignore_range=True  answer ranges with 200 and the whole file
   bad_range=True     answer with a 206 for another range than asked
   stall=True         send headers, then nothing
+  no_etag=True       send no ETag (Last-Modified only)
 """
 import email.utils
 import html
@@ -27,6 +28,7 @@ class Faults:
         self.ignore_range = False
         self.bad_range = False
         self.stall = False
+        self.no_etag = False
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -87,7 +89,8 @@ class Handler(BaseHTTPRequestHandler):
                 start, end = start + 4096, min(end + 4096, len(data))
         body = data[start:end]
         self.send_response(status)
-        self.send_header("ETag", etag)
+        if not faults.no_etag:
+            self.send_header("ETag", etag)
         self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
