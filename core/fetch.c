@@ -207,6 +207,7 @@ static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *h
 	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
 	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(curl, CURLOPT_FILETIME, 1L); /* Last-Modified, parsed */
 	/* The shared pool keeps one idle connection per transfer thread;
 	 * libcurl's default (4) would close most of them on return. */
 	curl_easy_setopt(curl, CURLOPT_MAXCONNECTS, (long)o->max_connections * 2);
@@ -455,7 +456,6 @@ static void run_head(HsmFetcher *fetcher, HsmHeadJob *job)
 		CURLcode rc;
 		long status;
 
-		curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
 		if (use_get) {
 			curl_easy_setopt(curl, CURLOPT_RANGE, "0-0");
 			curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
