@@ -213,6 +213,17 @@ def make_contender(name, work, tree_root):
     raise ValueError(name)
 
 
+def fresh_ext4():
+    """Caches go to a new ext4 file system: fanotify mode needs one, and a
+    file system churned by earlier runs makes creating files slow."""
+    work = tempfile.mkdtemp(prefix="httphsm-bench-", dir="/var/tmp")
+    image = work + ".img"
+    subprocess.run(["truncate", "-s", "16G", image], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
+    subprocess.run(["mount", "-o", "loop", image, work], check=True)
+    return work, image
+
+
 def median(values):
     return statistics.median(values) if values else None
 
@@ -223,7 +234,7 @@ class Bench:
         self.tree_root = make_tree()
         self.exact = Nginx(self.tree_root, exact_size=True)
         self.rounded = Nginx(self.tree_root, exact_size=False)
-        self.work = tempfile.mkdtemp(prefix="httphsm-bench-", dir="/var/tmp")
+        self.work, self.image = fresh_ext4()
         self.results = {}
 
     def record(self, contender, workload, value):
@@ -359,7 +370,9 @@ class Bench:
     def close(self):
         self.exact.stop()
         self.rounded.stop()
-        shutil.rmtree(self.work, ignore_errors=True)
+        subprocess.run(["umount", "-l", self.work])
+        os.unlink(self.image)
+        os.rmdir(self.work)
 
 
 def environment():
