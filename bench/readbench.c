@@ -1,7 +1,9 @@
 /* readbench: the read workloads of bench/run.py, timed without interpreter
  * overhead (a warm 4 KiB read takes about a microsecond).
  *
- *   readbench random FILE OPS THREADS   4 KiB preads at random aligned offsets
+ *   readbench random FILE OPS THREADS [SECONDS]
+ *                                       4 KiB preads at random aligned offsets,
+ *                                       OPS in all, or fewer if SECONDS pass
  *   readbench seq FILE THREADS          1 MiB reads; each thread reads its
  *                                       own contiguous share of the file
  *
@@ -27,6 +29,8 @@ typedef struct {
 	long ops;
 	long index;
 	uint64_t *latencies;  /* ops entries for random */
+	uint64_t deadline;    /* random: stop then (monotonic ns), 0: never */
+	long done;            /* random: reads done */
 	uint64_t bytes;
 	int failed;
 } Worker;
@@ -61,6 +65,9 @@ static void *random_reads(void *arg)
 			break;
 		}
 		w->latencies[i] = now_ns() - start;
+		w->done = i + 1;
+		if (w->deadline && start > w->deadline)
+			break;
 	}
 	close(fd);
 	return NULL;
@@ -103,7 +110,8 @@ static int compare(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	int random_mode = argc == 5 && !strcmp(argv[1], "random");
+	int random_mode = (argc == 5 || argc == 6) && !strcmp(argv[1], "random");
+	uint64_t deadline = argc == 6 ? now_ns() + (uint64_t)(atof(argv[5]) * 1e9) : 0;
 	int seq_mode = argc == 4 && !strcmp(argv[1], "seq");
 	long threads, ops_per_thread = 0;
 	pthread_t *ids;
@@ -113,7 +121,7 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	if (!random_mode && !seq_mode) {
-		fprintf(stderr, "usage: readbench random FILE OPS THREADS | seq FILE THREADS\n");
+		fprintf(stderr, "usage: readbench random FILE OPS THREADS [SECONDS] | seq FILE THREADS\n");
 		return 2;
 	}
 	if (stat(argv[2], &st) < 0) {
@@ -127,7 +135,8 @@ int main(int argc, char **argv)
 	workers = calloc((size_t)threads, sizeof(*workers));
 	for (long t = 0; t < threads; t++) {
 		workers[t] = (Worker){ .path = argv[2], .size = st.st_size, .index = t,
-				       .ops = random_mode ? ops_per_thread : threads };
+				       .ops = random_mode ? ops_per_thread : threads,
+				       .deadline = deadline };
 		if (random_mode)
 			workers[t].latencies = calloc((size_t)ops_per_thread, sizeof(uint64_t));
 	}
@@ -151,12 +160,17 @@ int main(int argc, char **argv)
 		       total_bytes / 1048576.0 / (elapsed / 1e9));
 		return 0;
 	}
-	long n = ops_per_thread * threads;
-	uint64_t *all = malloc((size_t)n * sizeof(uint64_t));
+	long n = 0;
+	uint64_t *all = malloc((size_t)(ops_per_thread * threads) * sizeof(uint64_t));
 
-	for (long t = 0; t < threads; t++)
-		memcpy(all + t * ops_per_thread, workers[t].latencies,
-		       (size_t)ops_per_thread * sizeof(uint64_t));
+	for (long t = 0; t < threads; t++) {
+		memcpy(all + n, workers[t].latencies, (size_t)workers[t].done * sizeof(uint64_t));
+		n += workers[t].done;
+	}
+	if (n == 0) {
+		printf("{\"error\": \"no read completed\"}\n");
+		return 1;
+	}
 	qsort(all, (size_t)n, sizeof(uint64_t), compare);
 	printf("{\"ops\": %ld, \"p50_ns\": %llu, \"p99_ns\": %llu, \"seconds\": %.6f}\n", n,
 	       (unsigned long long)all[n / 2], (unsigned long long)all[n * 99 / 100],

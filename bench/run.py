@@ -305,7 +305,7 @@ class Bench:
             def rand(server, threads=threads):
                 ops = 20000 if server is None else 400
                 out = subprocess.run([READBENCH, "random", c.path(BIG_TAR), str(ops),
-                                      str(threads)], capture_output=True, text=True,
+                                      str(threads), "20"], capture_output=True, text=True,
                                      timeout=600)
                 result = json.loads(out.stdout)
                 if "error" in result:
