@@ -387,28 +387,31 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	return fetch;
 }
 
-/* Reads close behind the previous one are sequential: grow the window. */
+/* Reads close behind the previous one continue a sequential run.  The
+ * window is the length of the run so far (within the configured bounds):
+ * a reader gets fetched ahead about as much as it has read, so a tar
+ * listing that stops early wastes little, and a long read soon moves
+ * max_window at a time. */
 static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 {
 	const HsmTreeOptions *options = &file->tree->options;
-	gboolean sequential = offset <= file->seq_next + options->min_window &&
-			      offset + options->max_window >= file->seq_next && file->seq_next;
+	gboolean sequential = file->seq_next && offset <= file->seq_next + options->min_window &&
+			      offset + options->max_window >= file->seq_next;
 
-	if (!sequential)
-		file->window = options->min_window;
-	file->seq_next = sequential ? MAX(file->seq_next, end) : end;
+	if (sequential) {
+		file->seq_next = MAX(file->seq_next, end);
+	} else {
+		file->seq_start = offset;
+		file->seq_next = end;
+	}
+	file->window = CLAMP(file->seq_next - file->seq_start, options->min_window,
+			     options->max_window);
 	return sequential;
-}
-
-static void grow_window(HsmFile *file)
-{
-	file->window = MIN(file->window * 2, file->tree->options.max_window);
 }
 
 /* Keeps a sequential reader fed, as the kernel's readahead does: once what
  * is present or coming ahead of it is less than half a window, the next
- * window is fetched and the window doubles.  So it grows only as fast as
- * the reader consumes. */
+ * window is fetched. */
 static void read_ahead(HsmFile *file, guint64 from)
 {
 	guint64 size = file->state.size, ahead = from;
@@ -429,12 +432,11 @@ static void read_ahead(HsmFile *file, guint64 from)
 	if (ahead - from >= file->window / 2)
 		return;
 	start_fetch(file, ahead, ahead + file->window);
-	grow_window(file);
 }
 
 gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err)
 {
-	gboolean sequential, ok = TRUE;
+	gboolean sequential, started = FALSE, ok = TRUE;
 	guint generation;
 	guint64 end;
 
@@ -462,8 +464,7 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 		}
 		if (!fetch) {
 			fetch = start_fetch(file, missing, end);
-			if (sequential)
-				grow_window(file);
+			started = TRUE;
 		}
 		fetch->refs++;
 		while (!fetch->finished &&
@@ -478,7 +479,8 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 		if (!ok)
 			break;
 	}
-	if (ok && sequential && end < file->state.size)
+	/* A read that had to fetch already has that fetch ahead of it. */
+	if (ok && sequential && !started && end < file->state.size)
 		read_ahead(file, end);
 	g_mutex_unlock(&file->lock);
 	return ok;

@@ -36,6 +36,7 @@ struct HsmFile {
 	GPtrArray *fetches;      /* running fetches; protected by lock */
 	gint64 remote_mtime;     /* protected by lock */
 	guint generation;        /* protected by lock */
+	guint64 seq_start;       /* where the sequential run began; protected by lock */
 	guint64 seq_next;        /* end of the last read; protected by lock */
 	guint64 window;          /* next fetch size; protected by lock */
 	gboolean dirty;          /* state differs from disk; protected by lock */
