@@ -396,6 +396,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(HERE, "results", "latest"))
     parser.add_argument("--update-readme", action="store_true",
                         help="rewrite the results section of README.md")
+    parser.add_argument("--no-report", action="store_true",
+                        help="only write results.json (e.g. in the QEMU guest)")
     args = parser.parse_args()
     args.contenders = [c for c in args.contenders.split(",") if c]
     for c in args.contenders:
@@ -412,8 +414,9 @@ def main():
     data = {"environment": environment(), "repeat": args.repeat, "results": bench.results}
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(data, f, indent=1)
-    subprocess.run([sys.executable, os.path.join(HERE, "report.py"), args.out] +
-                   (["--update-readme"] if args.update_readme else []), check=True)
+    if not args.no_report:
+        subprocess.run([sys.executable, os.path.join(HERE, "report.py"), args.out] +
+                       (["--update-readme"] if args.update_readme else []), check=True)
 
 
 if __name__ == "__main__":
