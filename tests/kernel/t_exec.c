@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * t_exec - an executable whose content is not present yet runs after the
+ * listener fills it.
+ *
+ * The file has the size of /bin/true and only holes.  exec reads its header
+ * and maps its segments, each raising FAN_PRE_ACCESS; the handler copies the
+ * reported range from /bin/true through the event fd.  For that, exec must
+ * not deny writes (ETXTBSY) to a file watched for pre-content events, as in
+ * mainline.  Also checks that a file descriptor opened before the mark gets
+ * no pre-content events (as mainline decides at open).  Runs on mainline
+ * (6.14+) too.
+ */
+#include "hsmtest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SOURCE "/bin/true"
+
+static const char *prog;
+static int source_fd = -1;
+static int fill_errors;
+static int pre_fd = -1;
+
+static uint32_t fill_from_source(struct listener *l, struct hsm_event *ev,
+				 void *ctx)
+{
+	static unsigned char buf[1 << 20];
+	uint64_t off = ev->offset, end = ev->offset + ev->count;
+
+	(void)l;
+	(void)ctx;
+	if (!ev->has_range)
+		return FAN_ALLOW;
+	while (off < end) {
+		size_t n = end - off < sizeof(buf) ? end - off : sizeof(buf);
+		ssize_t got = pread(source_fd, buf, n, off);
+
+		if (got <= 0)
+			break;	/* past the end of the source */
+		if (pwrite(ev->fd, buf, got, off) != got) {
+			fill_errors++;
+			return FAN_DENY_ERRNO(EIO);
+		}
+		off += got;
+	}
+	return FAN_ALLOW;
+}
+
+static int run_prog(void *a)
+{
+	char *argv[] = { (char *)prog, NULL };
+
+	(void)a;
+	execv(prog, argv);
+	return errno == ETXTBSY ? 100 : 101;
+}
+
+static int read_pre_opened(void *a)
+{
+	char buf[16];
+
+	(void)a;
+	return pread(pre_fd, buf, sizeof(buf), 0) == sizeof(buf) ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct listener *l;
+	struct stat st;
+	int status;
+
+	t_init("t_exec", argc, argv, 120);
+	prog = t_path("exec.prog");
+	source_fd = open(SOURCE, O_RDONLY);
+	if (source_fd < 0 || fstat(source_fd, &st))
+		t_fatal("open %s", SOURCE);
+	make_sparse(prog, st.st_size);
+	if (chmod(prog, 0755))
+		t_fatal("chmod");
+
+	/* Opened before the mark: no pre-content events through this fd */
+	pre_fd = open(prog, O_RDONLY);
+	if (pre_fd < 0)
+		t_fatal("open %s", prog);
+
+	l = listener_start(fill_from_source, NULL);
+	if (mark(listener_fd(l), FAN_MARK_ADD, FAN_PRE_ACCESS, prog))
+		t_fatal("mark %s", prog);
+
+	status = run_child(read_pre_opened, NULL, 10000);
+	t_ok(status == 0 && listener_nevents(l) == 0, "a file descriptor "
+	     "opened before the mark raises no pre-content event (%d)",
+	     listener_nevents(l));
+	close(pre_fd);
+
+	status = run_child(run_prog, NULL, 30000);
+	t_ok(status == 0, "the never filled executable runs (status %d%s)",
+	     status, status == 100 ? ": exec denied writes, ETXTBSY" :
+	     status == CHILD_TIMEOUT ? ": timeout" : "");
+	t_ok(listener_nevents(l) > 0 && fill_errors == 0, "exec raised "
+	     "FAN_PRE_ACCESS and the handler filled it (%d events, %d "
+	     "errors)", listener_nevents(l), fill_errors);
+
+	listener_stop(l);
+	return t_done();
+}
