@@ -240,3 +240,48 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
                                    capture_output=True, text=True).stdout.split()
     assert guardians == []  # and left once the last file was closed
     assert "the daemon died" in m.log()
+
+
+def test_slow_fetch_does_not_block_other_reads(tmp_path, fan_factory):
+    from support.faulty import FaultyServer
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "slow.bin").write_bytes(b"s" * 100_000)
+    (root / "fast.bin").write_bytes(b"f" * 100_000)
+    server = FaultyServer(str(root))
+    try:
+        m = fan_factory(server.url)
+        os.listdir(m.path())
+        server.faults.stall_path = "slow.bin"
+        slow = {}
+        thread = threading.Thread(
+            target=lambda: slow.setdefault("data", open(m.path("slow.bin"), "rb").read()))
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive()  # held by the server
+        start = time.monotonic()
+        assert open(m.path("fast.bin"), "rb").read() == b"f" * 100_000
+        assert time.monotonic() - start < 10
+        assert thread.is_alive()
+        server.release()
+        thread.join(30)
+        assert slow["data"] == b"s" * 100_000
+    finally:
+        server.stop()
+
+
+def test_umount_refuses_a_busy_mount(nginx, fan_factory):
+    name = f"{V6}/ChangeLog-6.1.3"
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m, name)
+    with open(m.path(name), "rb") as f:
+        r = subprocess.run([httphsm_binary(), "umount", m.mountpoint], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 1 and "busy" in r.stderr.lower()
+        assert m.daemon_alive() and f.read()  # still served
+    r = subprocess.run([httphsm_binary(), "umount", m.mountpoint], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert m.wait_daemon_exit(30)
+    assert not is_mounted(m.mountpoint)
+    assert "unmounted" in m.log()

@@ -9,6 +9,8 @@ files with Range support, ETag and Last-Modified, unless told to:
   bad_range=True     answer with a 206 for another range than asked
   stall=True         send headers, then nothing
   no_etag=True       send no ETag (Last-Modified only)
+  stall_path=NAME    like stall, for requests of paths ending with NAME
+                     only, until release() is called
 """
 import email.utils
 import html
@@ -29,6 +31,8 @@ class Faults:
         self.bad_range = False
         self.stall = False
         self.no_etag = False
+        self.stall_path = None
+        self.released = threading.Event()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -102,6 +106,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if faults.stall:
             time.sleep(3600)
+        if faults.stall_path and self.path.endswith(faults.stall_path):
+            faults.released.wait(600)
         if faults.drop_after is not None:
             body = body[:faults.drop_after]
         try:
@@ -154,7 +160,12 @@ class FaultyServer:
     def faults(self):
         return self.httpd.faults
 
+    def release(self):
+        """Lets the requests held by stall_path go on."""
+        self.httpd.faults.released.set()
+
     def reset(self):
+        self.httpd.faults.released.set()
         self.httpd.faults = Faults()
         with self.httpd.lock:
             self.httpd.log.clear()
@@ -164,5 +175,6 @@ class FaultyServer:
             return [r for r in self.httpd.log if r[1].endswith(suffix)]
 
     def stop(self):
+        self.httpd.faults.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
