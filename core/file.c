@@ -31,6 +31,15 @@ typedef struct {
 	GError *error;           /* set when finished with an error */
 } Fetch;
 
+/* A reader waiting for [from, until) to be written by fetch.  Each has its
+ * own condition, signalled only once it can go on: waking every reader at
+ * every piece written costs more than the copying. */
+typedef struct {
+	guint64 from, until;
+	Fetch *fetch;
+	GCond ready;
+} Waiter;
+
 static guint64 align_down(guint64 offset)
 {
 	return offset & ~(guint64)(PAGE - 1);
@@ -39,6 +48,34 @@ static guint64 align_down(guint64 offset)
 static guint64 align_up(guint64 offset)
 {
 	return offset > G_MAXUINT64 - PAGE ? G_MAXUINT64 : align_down(offset + PAGE - 1);
+}
+
+/* Signals the waiters that can go on.  Called with file->lock held. */
+static void wake_waiters(HsmFile *file, gboolean all)
+{
+	for (guint i = 0; i < file->waiters->len; i++) {
+		Waiter *w = file->waiters->pdata[i];
+
+		if (all || w->fetch->finished ||
+		    hsm_range_map_contains(&file->state.present, w->from, w->until))
+			g_cond_signal(&w->ready);
+	}
+}
+
+/* Waits until fetch wrote [from, until) or finished.  Called with
+ * file->lock held. */
+static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until)
+{
+	Waiter w = { .from = from, .until = until, .fetch = fetch };
+	guint generation = file->generation;
+
+	g_cond_init(&w.ready);
+	g_ptr_array_add(file->waiters, &w);
+	while (!fetch->finished && generation == file->generation &&
+	       !hsm_range_map_contains(&file->state.present, from, until))
+		g_cond_wait(&w.ready, &file->lock);
+	g_ptr_array_remove_fast(file->waiters, &w);
+	g_cond_clear(&w.ready);
 }
 
 const char *hsm_file_relpath(HsmFile *file)
@@ -81,7 +118,7 @@ HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
 	file->url = hsm_url_for_path(hsm_store_url(tree->store), relpath, FALSE);
 	file->fd = fd;
 	g_mutex_init(&file->lock);
-	g_cond_init(&file->progress);
+	file->waiters = g_ptr_array_new();
 	g_mutex_init(&file->save_lock);
 	file->fetches = g_ptr_array_new();
 	file->window = tree->options.min_window;
@@ -104,7 +141,7 @@ void hsm_file_free(HsmFile *file)
 	g_clear_error(&file->failure);
 	g_ptr_array_unref(file->fetches);
 	g_mutex_clear(&file->lock);
-	g_cond_clear(&file->progress);
+	g_ptr_array_unref(file->waiters);
 	g_mutex_clear(&file->save_lock);
 	g_free(file->relpath);
 	g_free(file->url);
@@ -177,6 +214,7 @@ static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
 	state->last_modified = info->mtime;
 	file->generation++;
 	file->dirty = TRUE;
+	wake_waiters(file, TRUE);
 }
 
 /* ---- Fetches ---- */
@@ -222,8 +260,8 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 	if (fetch->generation == file->generation) {
 		hsm_range_map_add(&file->state.present, offset, offset + len);
 		file->dirty = TRUE;
+		wake_waiters(file, FALSE);
 	}
-	g_cond_broadcast(&file->progress);
 	g_mutex_unlock(&file->lock);
 	return TRUE;
 }
@@ -328,7 +366,7 @@ static void fetch_done(gpointer user_data, GError *err)
 	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
 		remember_failure(file, fetch);
 	g_ptr_array_remove(file->fetches, fetch);
-	g_cond_broadcast(&file->progress);
+	wake_waiters(file, FALSE);
 	fetch_unref(fetch);
 	g_mutex_unlock(&file->lock);
 	hsm_file_unref(file);
@@ -467,9 +505,7 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 			started = TRUE;
 		}
 		fetch->refs++;
-		while (!fetch->finished &&
-		       !hsm_range_map_contains(&file->state.present, missing, missing + 1))
-			g_cond_wait(&file->progress, &file->lock);
+		wait_for(file, fetch, missing, MIN(end, fetch->end));
 		if (fetch->finished && fetch->error &&
 		    !hsm_range_map_contains(&file->state.present, missing, missing + 1)) {
 			g_propagate_error(err, g_error_copy(fetch->error));

@@ -31,7 +31,7 @@ struct HsmFile {
 	gint64 last_used;        /* monotonic usec; protected by tree->lock */
 
 	GMutex lock;
-	GCond progress;          /* a fetch wrote bytes or finished */
+	GPtrArray *waiters;      /* readers waiting for bytes; protected by lock */
 	HsmFileState state;      /* protected by lock */
 	GPtrArray *fetches;      /* running fetches; protected by lock */
 	gint64 remote_mtime;     /* protected by lock */
