@@ -7,7 +7,9 @@
  * record equal to the accessed range rounded out to pages (as mainline):
  * read, pread, preadv, sendfile, splice, copy_file_range (source), mmap, and
  * the write side (pwrite, ftruncate, truncate, fallocate).  Page faults on a
- * mapping raise no event.  Runs on mainline (6.14+) too.
+ * mapping raise no event.  The same read is then checked with a mount mark
+ * and a filesystem mark instead of the inode mark.  Runs on mainline (6.14+)
+ * too.
  */
 #include "hsmtest.h"
 
@@ -274,6 +276,32 @@ int main(int argc, char **argv)
 		     (unsigned long long)op->count);
 		t_ok(strcmp(ev.path, file) == 0, "%s: event fd is the file (%s)",
 		     op->name, ev.path);
+	}
+
+	/* Mount and filesystem marks report the same event */
+	for (int i = 0; i < 2; i++) {
+		unsigned type = i ? FAN_MARK_FILESYSTEM : FAN_MARK_MOUNT;
+		const char *what = i ? "filesystem mark" : "mount mark";
+		struct hsm_event ev;
+		int st;
+
+		fanotify_mark(listener_fd(l), FAN_MARK_FLUSH, 0, AT_FDCWD,
+			      NULL);
+		fanotify_mark(listener_fd(l), FAN_MARK_FLUSH | FAN_MARK_MOUNT,
+			      0, AT_FDCWD, NULL);
+		fanotify_mark(listener_fd(l), FAN_MARK_FLUSH |
+			      FAN_MARK_FILESYSTEM, 0, AT_FDCWD, NULL);
+		if (mark(listener_fd(l), FAN_MARK_ADD | type, FAN_PRE_ACCESS,
+			 base_dir))
+			t_fatal("%s", what);
+		listener_clear(l);
+		st = run_child(do_pread, NULL, 10000);
+		t_ok(st == 0 && listener_nevents(l) == 1 &&
+		     listener_event(l, 0, &ev) && ev.has_range &&
+		     ev.offset == PAGE && ev.count == PAGE &&
+		     !strcmp(ev.path, file),
+		     "%s: pread 10 bytes at 5000 raises one event for "
+		     "[4096, +4096) (%d events)", what, listener_nevents(l));
 	}
 
 	listener_stop(l);
