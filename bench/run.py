@@ -14,8 +14,8 @@ warm = the same again once everything was read):
   deep       first byte of a file 5 directories deep, never listed before
   ls         `ls -l` of a 5,000-entry directory, exact and rounded listings:
              time and requests
-  rand       4 KiB random preads, p50/p99, 1/4/16 threads
-  seq        sequential read throughput, 1/4/16 threads
+  rand       4 KiB random preads, p50/p99, with 1/4/16 threads (--threads)
+  seq        sequential read throughput, with 1/4/16 threads
 Each figure is the median of --repeat runs.  A contender that fails a
 workload is reported as failed with its error.  Ratios (contender / local,
 httphsm / rclone) come from the same run.
@@ -230,12 +230,13 @@ def make_contender(name, work, tree_root):
 
 def fresh_ext4():
     """Caches go to a new ext4 file system: fanotify mode needs one, and a
-    file system churned by earlier runs makes creating files slow."""
+    file system churned by earlier runs makes creating files slow.  discard
+    gives deleted caches back (the QEMU guest keeps the image in memory)."""
     work = tempfile.mkdtemp(prefix="httphsm-bench-", dir="/var/tmp")
     image = work + ".img"
     subprocess.run(["truncate", "-s", "16G", image], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
-    subprocess.run(["mount", "-o", "loop", image, work], check=True)
+    subprocess.run(["mount", "-o", "loop,discard", image, work], check=True)
     return work, image
 
 
@@ -327,7 +328,7 @@ class Bench:
         self.cold_and_warm(c, "ls-5000-exact", "exact", ls)
         self.cold_and_warm(c, "ls-5000-rounded", "rounded", ls)
 
-        for threads in (1, 4, 16):
+        for threads in self.args.threads:
             def rand(server, threads=threads, path=None):
                 c.walk_to(BIG_TAR)
                 ops = 20000 if server is None else 400
@@ -437,6 +438,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--contenders", default=",".join(ALL))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", default="1,4,16",
+                        help="reader counts of the rand and seq workloads")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "latest"))
     parser.add_argument("--update-readme", action="store_true",
                         help="rewrite the results section of README.md")
@@ -444,6 +447,10 @@ def main():
                         help="only write results.json (e.g. in the QEMU guest)")
     args = parser.parse_args()
     args.contenders = [c for c in args.contenders.split(",") if c]
+    try:
+        args.threads = [int(t) for t in args.threads.split(",") if t]
+    except ValueError:
+        parser.error("--threads takes numbers, e.g. 1,4,16")
     for c in args.contenders:
         if c not in ALL:
             parser.error(f"unknown contender {c}")
