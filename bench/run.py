@@ -44,6 +44,8 @@ BIG_TAR = f"{V6}/linux-6.1.tar"
 TAR_XZ = f"{V6}/linux-6.1.tar.xz"
 DEEP = "a/b/c/d/e/deep.txt"
 READBENCH = os.path.join(REPO, "build", "readbench")
+# The interpreter python3-matplotlib is installed for, whatever python3 runs this.
+DEBIAN_PYTHON = "/usr/bin/python3"
 ALL = ["local", "curl", "httphsm-fuse", "httphsm-fanotify", "httpdirfs", "rclone-off",
        "rclone-full"]
 
@@ -359,6 +361,12 @@ class Bench:
             cold_rand = rand(self.exact)
             self.fresh(c, self.exact.url + "pub/")
             cold = seq()
+            # The cold read left the cache dirty: let writeback finish, and
+            # read once unmeasured, so that the first warm figure is not
+            # slower than the rest for reasons that have nothing to do with
+            # the contender.
+            subprocess.run(["sync"], check=True)
+            seq()
             warm = seq()
             warm_rand = rand(None)
             result = {"cold_seq_mib_s": cold, "warm_seq_mib_s": warm,
@@ -433,6 +441,14 @@ def environment():
     }
 
 
+def setup():
+    """The peers, the plotting library and a fresh build of httphsm."""
+    subprocess.run([os.path.join(REPO, "scripts", "install-deps"),
+                    "httpdirfs", "rclone", "python3-matplotlib"], check=True)
+    subprocess.run([os.path.join(REPO, "scripts", "build")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -445,6 +461,8 @@ def main():
                         help="rewrite the results section of README.md")
     parser.add_argument("--no-report", action="store_true",
                         help="only write results.json (e.g. in the QEMU guest)")
+    parser.add_argument("--no-setup", action="store_true",
+                        help="do not install packages or build (the QEMU guest has both)")
     args = parser.parse_args()
     args.contenders = [c for c in args.contenders.split(",") if c]
     try:
@@ -456,6 +474,8 @@ def main():
             parser.error(f"unknown contender {c}")
     if os.geteuid() != 0:
         parser.error("run as root (mounts, drop_caches)")
+    if not args.no_setup:
+        setup()
     bench = Bench(args)
     try:
         bench.run()
@@ -466,7 +486,7 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(data, f, indent=1)
     if not args.no_report:
-        subprocess.run([sys.executable, os.path.join(HERE, "report.py"), args.out] +
+        subprocess.run([DEBIAN_PYTHON, os.path.join(HERE, "report.py"), args.out] +
                        (["--update-readme"] if args.update_readme else []), check=True)
 
 
