@@ -20,8 +20,6 @@ struct HsmFetcher {
 	GMutex share_locks[CURL_LOCK_DATA_LAST];
 	GThreadPool *pool;
 	gint aborting;           /* atomic: set by hsm_fetcher_free() */
-	GMutex stats_lock;
-	HsmFetchStats stats;     /* protected by stats_lock */
 };
 
 /* The headers of the final response (redirects and 1xx reset them). */
@@ -55,7 +53,6 @@ typedef struct {
 } HeadTask;
 
 typedef struct {
-	HsmFetcher *fetcher;
 	char *url;
 	guint64 start, end;
 	guint64 next;            /* first byte of [start, end) not yet written */
@@ -129,27 +126,6 @@ static void share_unlock(CURL *curl, curl_lock_data data, void *user)
 
 	(void)curl;
 	g_mutex_unlock(&fetcher->share_locks[data]);
-}
-
-static void count_request(HsmFetcher *fetcher)
-{
-	g_mutex_lock(&fetcher->stats_lock);
-	fetcher->stats.requests++;
-	g_mutex_unlock(&fetcher->stats_lock);
-}
-
-static void count_body(HsmFetcher *fetcher, gsize len)
-{
-	g_mutex_lock(&fetcher->stats_lock);
-	fetcher->stats.body_bytes += len;
-	g_mutex_unlock(&fetcher->stats_lock);
-}
-
-void hsm_fetcher_get_stats(HsmFetcher *fetcher, HsmFetchStats *stats)
-{
-	g_mutex_lock(&fetcher->stats_lock);
-	*stats = fetcher->stats;
-	g_mutex_unlock(&fetcher->stats_lock);
 }
 
 static gboolean aborting(HsmFetcher *fetcher)
@@ -239,11 +215,10 @@ static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *h
 	return curl;
 }
 
-static CURLcode perform(HsmFetcher *fetcher, CURL *curl, long *status)
+static CURLcode perform(CURL *curl, long *status)
 {
 	CURLcode rc;
 
-	count_request(fetcher);
 	rc = curl_easy_perform(curl);
 	*status = 0;
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
@@ -336,7 +311,6 @@ static gboolean should_retry(HsmFetcher *fetcher, const char *method, const char
 /* ---- Listing pages ---- */
 
 typedef struct {
-	HsmFetcher *fetcher;
 	GByteArray *body;
 	gsize max_size;
 	gboolean too_big;
@@ -347,7 +321,6 @@ static size_t on_page_body(char *data, size_t size, size_t count, void *user)
 	PageSink *sink = user;
 	gsize len = size * count;
 
-	count_body(sink->fetcher, len);
 	if (sink->body->len + len > sink->max_size) {
 		sink->too_big = TRUE;
 		return 0;
@@ -380,7 +353,7 @@ gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, Hs
 
 	memset(page, 0, sizeof(*page));
 	for (guint attempt = 0;; attempt++) {
-		PageSink sink = { fetcher, g_byte_array_new(), max_size, FALSE };
+		PageSink sink = { g_byte_array_new(), max_size, FALSE };
 		CURL *curl = new_handle(fetcher, url, &headers);
 		CURLcode rc;
 		long status;
@@ -388,7 +361,7 @@ gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, Hs
 		curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
 		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_page_body);
 		curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
-		rc = perform(fetcher, curl, &status);
+		rc = perform(curl, &status);
 		if (rc == CURLE_OK && status == 200) {
 			fill_page(curl, page, sink.body);
 			ok = TRUE;
@@ -462,7 +435,7 @@ static void run_head(HsmFetcher *fetcher, HsmHeadJob *job)
 		} else {
 			curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
 		}
-		rc = perform(fetcher, curl, &status);
+		rc = perform(curl, &status);
 		if (rc == CURLE_WRITE_ERROR && use_get)
 			rc = CURLE_OK;
 		if (rc == CURLE_OK && (status == 200 || status == 206)) {
@@ -584,7 +557,6 @@ static size_t on_range_body(char *data, size_t size, size_t count, void *user)
 	gsize len = size * count;
 	guint64 offset;
 
-	count_body(t->fetcher, len);
 	if (!t->began && !range_begin_response(t))
 		return 0;
 	offset = t->stream_offset;
@@ -624,7 +596,7 @@ static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 		curl_easy_setopt(t->curl, CURLOPT_BUFFERSIZE, RANGE_BUFFER_SIZE);
 		curl_easy_setopt(t->curl, CURLOPT_WRITEFUNCTION, on_range_body);
 		curl_easy_setopt(t->curl, CURLOPT_WRITEDATA, t);
-		rc = perform(fetcher, t->curl, &status);
+		rc = perform(t->curl, &status);
 		if (!t->began && rc == CURLE_OK && !range_begin_response(t) && !t->unwanted)
 			rc = CURLE_WRITE_ERROR; /* check() refused an empty body */
 		curl_easy_cleanup(t->curl);
@@ -655,7 +627,6 @@ void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint6
 {
 	RangeTransfer *t = g_new0(RangeTransfer, 1);
 
-	t->fetcher = fetcher;
 	t->url = g_strdup(url);
 	t->start = t->next = start;
 	t->end = end;
@@ -677,14 +648,13 @@ static void run_task(gpointer data, gpointer user)
 	g_free(task);
 }
 
-static void copy_options(HsmFetchOptions *to, const HsmFetchOptions *from)
+void hsm_fetch_options_copy(HsmFetchOptions *to, const HsmFetchOptions *from)
 {
 	*to = *from;
 	to->user_agent = g_strdup(from->user_agent);
 	to->credentials = g_strdup(from->credentials);
 	to->proxy = g_strdup(from->proxy);
 	to->cacert = g_strdup(from->cacert);
-	to->max_connections = MAX(from->max_connections, 1u);
 }
 
 HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options)
@@ -696,10 +666,10 @@ HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options)
 		curl_global_init(CURL_GLOBAL_DEFAULT);
 		g_once_init_leave(&curl_ready, 1);
 	}
-	copy_options(&fetcher->options, options);
+	hsm_fetch_options_copy(&fetcher->options, options);
+	fetcher->options.max_connections = MAX(options->max_connections, 1u);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		g_mutex_init(&fetcher->share_locks[i]);
-	g_mutex_init(&fetcher->stats_lock);
 	fetcher->share = curl_share_init();
 	curl_share_setopt(fetcher->share, CURLSHOPT_LOCKFUNC, share_lock);
 	curl_share_setopt(fetcher->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
@@ -721,7 +691,6 @@ void hsm_fetcher_free(HsmFetcher *fetcher)
 	curl_share_cleanup(fetcher->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		g_mutex_clear(&fetcher->share_locks[i]);
-	g_mutex_clear(&fetcher->stats_lock);
 	hsm_fetch_options_clear(&fetcher->options);
 	g_free(fetcher);
 }

@@ -25,6 +25,8 @@ typedef struct {
 } HsmFetchOptions;
 
 void hsm_fetch_options_init(HsmFetchOptions *options);
+/* Deep copy (the strings are duplicated); free with hsm_fetch_options_clear(). */
+void hsm_fetch_options_copy(HsmFetchOptions *to, const HsmFetchOptions *from);
 void hsm_fetch_options_clear(HsmFetchOptions *options);
 
 typedef struct HsmFetcher HsmFetcher;
@@ -83,12 +85,5 @@ typedef struct {
 /* Queues a GET of [start, end) of url; returns at once. */
 void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
 		     const HsmRangeSink *sink, gpointer user_data);
-
-typedef struct {
-	guint64 requests;      /* HTTP requests sent, retries included */
-	guint64 body_bytes;    /* response body bytes received */
-} HsmFetchStats;
-
-void hsm_fetcher_get_stats(HsmFetcher *fetcher, HsmFetchStats *stats);
 
 #endif

@@ -78,11 +78,6 @@ static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until)
 	g_cond_clear(&w.ready);
 }
 
-const char *hsm_file_relpath(HsmFile *file)
-{
-	return file->relpath;
-}
-
 /* ---- Opening ---- */
 
 /* Loads the saved state, unless it is not about this file. */

@@ -244,9 +244,8 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	if (!complete_with_heads(tree, relpath, listing, err))
 		goto out;
 	g_debug("%s/: sizes complete; creating entries", relpath);
-	dirfd = *relpath ? openat(hsm_store_tree_fd(tree->store), relpath,
-				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			 : openat(hsm_store_tree_fd(tree->store), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = openat(hsm_store_tree_fd(tree->store), *relpath ? relpath : ".",
+		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		errno_error(err, errno, "cannot open cache directory", relpath, NULL);
 		goto out;

@@ -35,16 +35,6 @@ HsmStore *hsm_tree_store(HsmTree *tree)
 	return tree->store;
 }
 
-HsmFetcher *hsm_tree_fetcher(HsmTree *tree)
-{
-	return tree->fetcher;
-}
-
-const HsmTreeOptions *hsm_tree_options(HsmTree *tree)
-{
-	return &tree->options;
-}
-
 void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks)
 {
 	if (hooks)
@@ -244,10 +234,7 @@ static void copy_options(HsmTreeOptions *to, const HsmTreeOptions *from)
 	to->url = g_strdup(from->url);
 	to->cache_dir = from->cache_dir ? g_strdup(from->cache_dir)
 					: hsm_store_default_dir(from->url);
-	to->fetch.user_agent = g_strdup(from->fetch.user_agent);
-	to->fetch.credentials = g_strdup(from->fetch.credentials);
-	to->fetch.proxy = g_strdup(from->fetch.proxy);
-	to->fetch.cacert = g_strdup(from->fetch.cacert);
+	hsm_fetch_options_copy(&to->fetch, &from->fetch);
 	to->min_window = MAX(from->min_window, 4096u);
 	to->max_window = MAX(from->max_window, to->min_window);
 }

@@ -52,8 +52,6 @@ void hsm_tree_close(HsmTree *tree);
 void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks);
 
 HsmStore *hsm_tree_store(HsmTree *tree);
-HsmFetcher *hsm_tree_fetcher(HsmTree *tree);
-const HsmTreeOptions *hsm_tree_options(HsmTree *tree);
 
 /* Makes the entries of directory relpath exist in the cache tree.  The
  * listing is fetched once per cache; concurrent callers share one fetch. */
@@ -82,6 +80,5 @@ void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
  * open: EBUSY otherwise) the state first forgets every range, then the
  * bytes are punched out.  Later reads fetch again. */
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err);
-const char *hsm_file_relpath(HsmFile *file);
 
 #endif
