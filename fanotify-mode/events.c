@@ -22,7 +22,6 @@
 #define WORKERS 32
 
 typedef struct {
-	HsmFanotify *fan;
 	guint group;
 	int fd;
 	guint64 mask;
@@ -31,9 +30,6 @@ typedef struct {
 	guint64 count;
 	guint slot;
 } Event;
-
-static const guint64 permission_events =
-	FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS | FAN_HSM_LOOKUP;
 
 /* The path of an event's object relative to the mount, or NULL. */
 static char *relpath_of(HsmFanotify *fan, int fd)
@@ -51,18 +47,13 @@ static char *relpath_of(HsmFanotify *fan, int fd)
 
 static void respond(HsmFanotify *fan, Event *ev, guint32 response)
 {
-	struct fanotify_response answer = { .fd = ev->fd, .response = response };
+	gboolean downgraded;
+	gboolean answered = hsm_fan_respond(fan->groups[ev->group], ev->fd, response, &downgraded);
 
-	if (write(fan->groups[ev->group], &answer, sizeof(answer)) == sizeof(answer))
-		return;
-	if (errno == EINVAL && response != FAN_ALLOW && response != FAN_DENY) {
-		/* A kernel without errno responses: plain EPERM then. */
+	if (downgraded) /* a kernel without errno responses: plain EPERM from now on */
 		g_atomic_int_set(&fan->errno_responses, 0);
-		answer.response = FAN_DENY;
-		if (write(fan->groups[ev->group], &answer, sizeof(answer)) == sizeof(answer))
-			return;
-	}
-	g_warning("cannot answer a fanotify event: %s", g_strerror(errno));
+	if (!answered)
+		g_warning("cannot answer a fanotify event: %s", g_strerror(errno));
 }
 
 static guint32 denial(HsmFanotify *fan, const GError *err)
@@ -175,12 +166,11 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 
 	if (meta->fd < 0)
 		return; /* queue overflow notices and the like carry no object */
-	if (!(meta->mask & permission_events)) {
+	if (!(meta->mask & HSM_FAN_PERMISSION_EVENTS)) {
 		close(meta->fd);
 		return;
 	}
 	ev = g_new0(Event, 1);
-	ev->fan = fan;
 	ev->group = group;
 	ev->fd = meta->fd;
 	ev->mask = meta->mask;

@@ -83,4 +83,8 @@ struct fanotify_event_info_hsm_name {
 	char name[];		/* NUL terminated, NUL padded to hdr.len */
 };
 
+/* Every event httphsm asks for that waits for an answer. */
+#define HSM_FAN_PERMISSION_EVENTS \
+	(FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS | FAN_HSM_LOOKUP)
+
 #endif /* HTTPHSM_FANOTIFY_ABI_H */

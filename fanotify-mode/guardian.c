@@ -231,15 +231,27 @@ static void say(const char *format, ...)
 	fflush(guardian_log);
 }
 
+gboolean hsm_fan_respond(int group, int fd, guint32 response, gboolean *downgraded)
+{
+	struct fanotify_response answer = { .fd = fd, .response = response };
+
+	*downgraded = FALSE;
+	if (write(group, &answer, sizeof(answer)) == sizeof(answer))
+		return TRUE;
+	if (errno != EINVAL || response == FAN_ALLOW || response == FAN_DENY)
+		return FALSE;
+	*downgraded = TRUE;
+	answer.response = FAN_DENY;
+	return write(group, &answer, sizeof(answer)) == sizeof(answer);
+}
+
 static void deny(int group, int fd)
 {
-	struct fanotify_response response = { .fd = fd, .response = FAN_DENY_ERRNO(EIO) };
+	gboolean downgraded;
 
-	if (write(group, &response, sizeof(response)) < 0 && errno == EINVAL) {
-		response.response = FAN_DENY; /* a kernel without errno responses */
-		if (write(group, &response, sizeof(response)) < 0)
-			say("cannot answer event fd %d: %s", fd, strerror(errno));
-	}
+	/* Other failures are events the daemon answered after all. */
+	if (!hsm_fan_respond(group, fd, FAN_DENY_ERRNO(EIO), &downgraded) && downgraded)
+		say("cannot answer event fd %d: %s", fd, strerror(errno));
 }
 
 /* Denies every event queued in group. */
@@ -254,8 +266,7 @@ static void deny_queued(int group)
 		for (; FAN_EVENT_OK(event, len); event = FAN_EVENT_NEXT(event, len)) {
 			if (event->fd < 0)
 				continue;
-			if (event->mask & (FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS |
-					   FAN_HSM_LOOKUP))
+			if (event->mask & HSM_FAN_PERMISSION_EVENTS)
 				deny(group, event->fd);
 			close(event->fd);
 		}
