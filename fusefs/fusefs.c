@@ -37,7 +37,6 @@ struct HsmFuse {
 	HsmTree *tree;
 	int tree_fd;
 	struct fuse_session *session;
-	char *mountpoint;
 	Inode root;
 	GMutex lock;
 	GHashTable *inodes;         /* relpath -> Inode *; protected by lock */
@@ -452,7 +451,6 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 	fs->tree = tree;
 	fs->tree_fd = hsm_store_tree_fd(hsm_tree_store(tree));
 	fs->root.relpath = g_strdup("");
-	fs->mountpoint = g_strdup(mountpoint);
 	g_mutex_init(&fs->lock);
 	fs->inodes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, free_inode);
 	fs->invalidator = g_thread_pool_new(invalidate, fs, 1, FALSE, NULL);
@@ -501,6 +499,5 @@ void hsm_fuse_free(HsmFuse *fs)
 	g_hash_table_unref(fs->inodes);
 	g_mutex_clear(&fs->lock);
 	g_free(fs->root.relpath);
-	g_free(fs->mountpoint);
 	g_free(fs);
 }
