@@ -4,6 +4,7 @@
  */
 #include "hsmtest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -462,6 +463,26 @@ int wait_child(pid_t pid, int timeout_ms)
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	return CHILD_SIGNALED;
+}
+
+int child_pread10(void *path)
+{
+	char buf[10];
+	int fd = open(path, O_RDONLY);
+
+	return fd >= 0 && pread(fd, buf, sizeof(buf), 0) == sizeof(buf) ? 0 : 1;
+}
+
+int child_list_dir(void *path)
+{
+	DIR *d = opendir(path);
+
+	if (!d)
+		return 1;
+	while (readdir(d))
+		;
+	closedir(d);
+	return 0;
 }
 
 int run_child(int (*fn)(void *), void *arg, int timeout_ms)

@@ -119,6 +119,11 @@ int run_child(int (*fn)(void *), void *arg, int timeout_ms);
 pid_t start_child(int (*fn)(void *), void *arg);
 int wait_child(pid_t pid, int timeout_ms);
 
+/* Child bodies: read 10 bytes at offset 0 of the file path, or list the
+ * directory path to its end.  0 on success, 1 on failure. */
+int child_pread10(void *path);
+int child_list_dir(void *path);
+
 /* Shared (MAP_SHARED) memory for results of children. */
 void *shared_alloc(size_t size);
 

@@ -319,10 +319,7 @@ int main(int argc, char **argv)
 		run_case(l, &cases[i]);
 
 	/* Let a handler still waiting go before the listener stops */
-	pthread_mutex_lock(&lock);
-	go = 1 << 30;
-	pthread_cond_broadcast(&cond);
-	pthread_mutex_unlock(&lock);
+	release(1 << 30);
 	listener_stop(l);
 	ioctl(fs_fd, FITHAW, 0);
 	return t_done();

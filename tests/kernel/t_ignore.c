@@ -13,7 +13,6 @@
  */
 #include "hsmtest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,27 +22,6 @@
 
 static const char *file, *other, *dir;
 static const char *lookup_name;
-
-static int read_file(void *a)
-{
-	char buf[10];
-	int fd = open(a, O_RDONLY);
-
-	return fd >= 0 && pread(fd, buf, sizeof(buf), 0) == sizeof(buf) ? 0 : 1;
-}
-
-static int list_dir(void *a)
-{
-	DIR *d = opendir(dir);
-
-	(void)a;
-	if (!d)
-		return 1;
-	while (readdir(d))
-		;
-	closedir(d);
-	return 0;
-}
 
 static int lookup_missing(void *a)
 {
@@ -87,31 +65,31 @@ int main(int argc, char **argv)
 		 base_dir))
 		t_fatal("filesystem mark");
 
-	n = events_of(l, read_file, (void *)file);
+	n = events_of(l, child_pread10, (void *)file);
 	t_ok(n == 1, "file without ignore mark: %d events", n);
 
 	if (mark(fan, FAN_MARK_ADD | FAN_MARK_IGNORE_SURV | FAN_MARK_EVICTABLE,
 		 FAN_PRE_ACCESS, file))
 		t_fatal("ignore mark");
-	n = events_of(l, read_file, (void *)file);
+	n = events_of(l, child_pread10, (void *)file);
 	t_ok(n == 0, "evictable FAN_MARK_IGNORE mark: %d events", n);
-	n = events_of(l, read_file, (void *)other);
+	n = events_of(l, child_pread10, (void *)other);
 	t_ok(n == 1, "other file still raises events: %d events", n);
 
 	if (mark(fan, FAN_MARK_REMOVE | FAN_MARK_IGNORE_SURV, FAN_PRE_ACCESS,
 		 file))
 		t_fatal("remove ignore mark");
-	n = events_of(l, read_file, (void *)file);
+	n = events_of(l, child_pread10, (void *)file);
 	t_ok(n == 1, "ignore mark removed: %d events", n);
 
 	if (mark(fan, FAN_MARK_ADD | FAN_MARK_IGNORED_MASK |
 		 FAN_MARK_IGNORED_SURV_MODIFY, FAN_PRE_ACCESS, other))
 		t_fatal("legacy ignore mark");
-	n = events_of(l, read_file, (void *)other);
+	n = events_of(l, child_pread10, (void *)other);
 	t_ok(n == 0, "legacy FAN_MARK_IGNORED_MASK mark: %d events", n);
 
 	if (hsm_kernel) {
-		n = events_of(l, list_dir, NULL);
+		n = events_of(l, child_list_dir, (void *)dir);
 		t_ok(n >= 1 && listener_count(l, FAN_ONDIR) == n,
 		     "directory listing without ignore mark: %d events", n);
 		lookup_name = "missing1";
@@ -126,7 +104,7 @@ int main(int argc, char **argv)
 			 FAN_MARK_EVICTABLE,
 			 FAN_PRE_ACCESS | FAN_ONDIR | FAN_HSM_LOOKUP, dir))
 			t_fatal("directory ignore mark");
-		n = events_of(l, list_dir, NULL);
+		n = events_of(l, child_list_dir, (void *)dir);
 		t_ok(n == 0, "directory with ignore mark, listing: %d events",
 		     n);
 		lookup_name = "missing2";

@@ -119,16 +119,18 @@ static uint32_t remote_lookup(struct listener *l, struct hsm_event *ev,
 static char *read_result;	/* shared */
 static int *result_errno;	/* shared */
 
-static int read_path(void *a)
+/* Opens root/rel with flags and reads it into read_result (errno into
+ * result_errno). */
+static int open_and_read(const char *rel, int flags)
 {
 	char path[4096];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", root, (char *)a);
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
 	*result_errno = 0;
 	read_result[0] = '\0';
-	fd = open(path, O_RDONLY);
+	fd = open(path, flags, 0644);
 	if (fd < 0) {
 		*result_errno = errno;
 		return 0;
@@ -138,23 +140,14 @@ static int read_path(void *a)
 	return 0;
 }
 
+static int read_path(void *a)
+{
+	return open_and_read(a, O_RDONLY);
+}
+
 static int create_path(void *a)
 {
-	char path[4096];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", root, (char *)a);
-	*result_errno = 0;
-	read_result[0] = '\0';
-	fd = open(path, O_CREAT | O_RDWR, 0644);
-	if (fd < 0) {
-		*result_errno = errno;
-		return 0;
-	}
-	n = read(fd, read_result, 255);
-	read_result[n > 0 ? n : 0] = '\0';
-	return 0;
+	return open_and_read(a, O_CREAT | O_RDWR);
 }
 
 static int stat_path(void *a)

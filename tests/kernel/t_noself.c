@@ -12,7 +12,6 @@
  */
 #include "hsmtest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -94,28 +93,6 @@ static uint32_t own_io(struct listener *l, struct hsm_event *ev, void *ctx)
 	return FAN_ALLOW;
 }
 
-static int access_file(void *a)
-{
-	char buf[10];
-	int fd = open(file, O_RDONLY);
-
-	(void)a;
-	return fd >= 0 && pread(fd, buf, sizeof(buf), 0) == sizeof(buf) ? 0 : 1;
-}
-
-static int list_dir(void *a)
-{
-	DIR *d = opendir(dir);
-
-	(void)a;
-	if (!d)
-		return 1;
-	while (readdir(d))
-		;
-	closedir(d);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct listener *l;
@@ -134,7 +111,7 @@ int main(int argc, char **argv)
 	if (mark(fan, FAN_MARK_ADD, FAN_PRE_ACCESS, file))
 		t_fatal("mark");
 
-	st = run_child(access_file, NULL, 20000);
+	st = run_child(child_pread10, (void *)file, 20000);
 	t_ok(st == 0, "accessor completes while the handler does I/O through "
 	     "the event fd (status %d%s)", st,
 	     st == CHILD_TIMEOUT ? ": the listener's own I/O raised an event"
@@ -145,7 +122,7 @@ int main(int argc, char **argv)
 	     "reported (%d events)", listener_nevents(l));
 
 	/* The fanotify fd itself is not a file with events */
-	st = run_child(access_file, NULL, 20000);
+	st = run_child(child_pread10, (void *)file, 20000);
 	t_ok(st == 0 && listener_nevents(l) == 2,
 	     "the marks are still active: a second access raises one event "
 	     "(%d events)", listener_nevents(l));
@@ -155,7 +132,7 @@ int main(int argc, char **argv)
 			t_fatal("mark dir");
 		listener_clear(l);
 		self_failures = 0;
-		st = run_child(list_dir, NULL, 20000);
+		st = run_child(child_list_dir, (void *)dir, 20000);
 		t_ok(st == 0, "directory listing completes while the handler "
 		     "lists the event fd (status %d)", st);
 		t_ok(self_failures == 0, "getdents on the directory event fd "
