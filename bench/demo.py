@@ -14,9 +14,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from support.mount import Mount  # noqa: E402
 from support.nginx import Nginx  # noqa: E402
-from support.tree import make_tree  # noqa: E402
-
-BIG_TAR = "linux/kernel/v6.x/linux-6.1.tar"
+from support.tree import BIG_TAR, make_tree  # noqa: E402
 
 
 def human(n):

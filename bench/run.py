@@ -35,14 +35,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from support.mount import REPO, Mount, is_mounted  # noqa: E402
+from support.mount import REPO, Mount, is_mounted, walk_to  # noqa: E402
 from support.nginx import Nginx  # noqa: E402
-from support.tree import make_tree  # noqa: E402
+from support.tree import BIG_TAR, DEEP, TAR_XZ, make_tree  # noqa: E402
 
-V6 = "linux/kernel/v6.x"
-BIG_TAR = f"{V6}/linux-6.1.tar"
-TAR_XZ = f"{V6}/linux-6.1.tar.xz"
-DEEP = "a/b/c/d/e/deep.txt"
 READBENCH = os.path.join(REPO, "build", "readbench")
 # The interpreter python3-matplotlib is installed for, whatever python3 runs this.
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -113,12 +109,8 @@ class Contender:
         return None
 
     def walk_to(self, rel):
-        """Lists each directory above rel: fanotify mode on a mainline kernel
-        finds only names in directories that were listed (done for every
-        contender, so that all start from the same point)."""
-        parts = rel.split("/")[:-1]
-        for i in range(len(parts) + 1):
-            os.listdir(os.path.join(self.root, *parts[:i]))
+        """Done for every contender, so that all start from the same point."""
+        walk_to(self.root, rel)
 
     def explain(self, error):
         """What went wrong, in one line: the contender's own words if any."""

@@ -14,15 +14,12 @@ import time
 
 import pytest
 
-from support.files import sha256
-
-from support.mount import httphsm_binary, is_mounted
+from support.files import MiB, sha256, snapshot
+from support.mount import httphsm_binary, is_mounted, walk_to
+from support.tree import BIG_TAR, V6
 
 pytestmark = pytest.mark.timeout(300)
 
-V6 = "linux/kernel/v6.x"
-BIG_TAR = f"{V6}/linux-6.1.tar"
-MiB = 1024 * 1024
 FANOTIFY_ARGS = ["-v"]
 
 
@@ -60,39 +57,33 @@ def lookup_events_supported(m):
     return "before lookups" in m.log()
 
 
+def guardian_pids(mountpoint):
+    return subprocess.run(["pgrep", "-f", f"__guardian.*{mountpoint}"],
+                          capture_output=True, text=True).stdout.split()
+
+
 def event_lines(m):
     return [line for line in m.log().splitlines() if "fanotify event" in line]
-
-
-def walk_to(m, relpath):
-    """Lists each directory on the way (mainline kernels populate on open)."""
-    parts = relpath.split("/")[:-1]
-    for i in range(len(parts) + 1):
-        os.listdir(m.path(*parts[:i]))
 
 
 @pytest.mark.parametrize("name", [f"{V6}/linux-6.1.tar.xz", f"{V6}/ChangeLog-6.1.2",
                                   "many/file-00042.dat", "odd/with space.txt"])
 def test_content_matches(nginx, fan_factory, tree_root, name):
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, name)
+    walk_to(m.mountpoint, name)
     assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
 
 
 def test_entries_match(nginx, fan_factory, tree_root):
     m = fan_factory(nginx.url + "pub/")
     for directory in ("", V6, "many"):
-        walk_to(m, directory + "/x")
-        want = {e.name: (e.is_dir(), e.stat().st_size if e.is_file() else 0, int(e.stat().st_mtime))
-                for e in os.scandir(os.path.join(tree_root, "pub", directory))}
-        got = {e.name: (e.is_dir(), e.stat().st_size if e.is_file() else 0, int(e.stat().st_mtime))
-               for e in os.scandir(m.path(directory))}
-        assert got == want
+        walk_to(m.mountpoint, directory + "/x")
+        assert snapshot(m.path(directory)) == snapshot(os.path.join(tree_root, "pub", directory))
 
 
 def test_tar_head_transfers_little(nginx, fan_factory, tree_root):
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, BIG_TAR)
+    walk_to(m.mountpoint, BIG_TAR)
     nginx.clear_log()
     cmd = "tar tvf {} | head -20"
     got = subprocess.run(cmd.format(m.path(BIG_TAR)), shell=True, capture_output=True, timeout=120)
@@ -105,7 +96,7 @@ def test_tar_head_transfers_little(nginx, fan_factory, tree_root):
 def test_complete_file_raises_no_more_events(nginx, fan_factory, tree_root):
     name = f"{V6}/ChangeLog-6.1.5"
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, name)
+    walk_to(m.mountpoint, name)
     assert sha256(m.path(name)) == sha256(os.path.join(tree_root, "pub", name))
     before = len(event_lines(m))
     nginx.clear_log()
@@ -139,7 +130,7 @@ def test_failed_fetch_is_eio_not_zeros(tmp_path, fan_factory):
 def test_evict_then_read_refetches_exactly_that(nginx, fan_factory, tree_root):
     name = f"{V6}/linux-6.1.tar.xz"
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, name)
+    walk_to(m.mountpoint, name)
     binary = httphsm_binary()
     subprocess.run([binary, "prefetch", m.path(name)], check=True, timeout=120)
     status = subprocess.run([binary, "status", "--bytes", m.path(name)], check=True,
@@ -159,7 +150,7 @@ def test_evict_then_read_refetches_exactly_that(nginx, fan_factory, tree_root):
 def test_evict_refuses_an_open_file(nginx, fan_factory):
     name = f"{V6}/ChangeLog-6.1.1"
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, name)
+    walk_to(m.mountpoint, name)
     with open(m.path(name), "rb") as f:
         f.read()
         r = subprocess.run([httphsm_binary(), "evict", m.path(name)], capture_output=True,
@@ -185,7 +176,7 @@ def test_fuse_and_fanotify_share_one_cache(nginx, fan_factory, mount_factory, ex
     fuse.umount()
     nginx.clear_log()
     fan = fan_factory(nginx.url + "pub/", name="fan", cache=cache)
-    walk_to(fan, name)
+    walk_to(fan.mountpoint, name)
     with open(fan.path(name), "rb") as f:
         f.seek(50 * MiB)
         assert f.read(20 * MiB) == first_half
@@ -197,7 +188,7 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
     """Readers of a daemon killed mid-read get correct bytes or an error;
     the guardian detaches the mount and exits once it is no longer used."""
     m = fan_factory(nginx.url + "pub/", args=["--max-window", "1M"])
-    walk_to(m, BIG_TAR)
+    walk_to(m.mountpoint, BIG_TAR)
     original = os.path.join(tree_root, "pub", BIG_TAR)
     outcome = {}
 
@@ -231,13 +222,9 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
     while is_mounted(m.mountpoint) and time.time() < deadline:
         time.sleep(0.1)
     assert not is_mounted(m.mountpoint)  # the guardian detached it
-    guardians = subprocess.run(["pgrep", "-f", f"__guardian.*{m.mountpoint}"],
-                               capture_output=True, text=True).stdout.split()
     deadline = time.time() + 10
-    while guardians and time.time() < deadline:
+    while (guardians := guardian_pids(m.mountpoint)) and time.time() < deadline:
         time.sleep(0.2)
-        guardians = subprocess.run(["pgrep", "-f", f"__guardian.*{m.mountpoint}"],
-                                   capture_output=True, text=True).stdout.split()
     assert guardians == []  # and left once the last file was closed
     assert "the daemon died" in m.log()
 
@@ -273,7 +260,7 @@ def test_slow_fetch_does_not_block_other_reads(tmp_path, fan_factory):
 def test_umount_refuses_a_busy_mount(nginx, fan_factory):
     name = f"{V6}/ChangeLog-6.1.3"
     m = fan_factory(nginx.url + "pub/")
-    walk_to(m, name)
+    walk_to(m.mountpoint, name)
     with open(m.path(name), "rb") as f:
         r = subprocess.run([httphsm_binary(), "umount", m.mountpoint], capture_output=True,
                            text=True, timeout=60)

@@ -8,12 +8,10 @@ import time
 
 import pytest
 
-from support.files import sha256
+from support.files import MiB, sha256
+from support.tree import BIG_TAR
 
 pytestmark = pytest.mark.timeout(600)
-
-BIG_TAR = "linux/kernel/v6.x/linux-6.1.tar"
-MiB = 1024 * 1024
 
 
 def state_of(cache_dir, relpath):

@@ -5,27 +5,10 @@ import subprocess
 
 import pytest
 
-from support.files import sha256
-
-from support.tree import MANY_FILES, ODD_NAMES
+from support.files import MiB, sha256, snapshot
+from support.tree import BIG_TAR, MANY_FILES, ODD_NAMES, V6
 
 pytestmark = pytest.mark.timeout(600)
-
-V6 = "linux/kernel/v6.x"
-BIG_TAR = f"{V6}/linux-6.1.tar"
-MiB = 1024 * 1024
-
-
-
-def snapshot(directory):
-    """name -> (is_dir, size, mtime) of a directory's entries."""
-    result = {}
-    with os.scandir(directory) as entries:
-        for e in entries:
-            st = e.stat(follow_symlinks=False)
-            is_dir = e.is_dir(follow_symlinks=False)
-            result[e.name] = (is_dir, 0 if is_dir else st.st_size, int(st.st_mtime))
-    return result
 
 
 def gets(nginx, suffix):

@@ -1,5 +1,6 @@
 """Small helpers about file contents, shared by the tests and benchmarks."""
 import hashlib
+import os
 
 MiB = 1024 * 1024
 
@@ -11,3 +12,14 @@ def sha256(path):
         for block in iter(lambda: f.read(MiB), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def snapshot(directory):
+    """name -> (is_dir, size, mtime) of a directory's entries."""
+    result = {}
+    with os.scandir(directory) as entries:
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            is_dir = e.is_dir(follow_symlinks=False)
+            result[e.name] = (is_dir, 0 if is_dir else st.st_size, int(st.st_mtime))
+    return result

@@ -20,6 +20,14 @@ def is_mounted(path):
         return any(line.split()[4] == path for line in f)
 
 
+def walk_to(root, relpath):
+    """Lists each directory above relpath: fanotify mode on a mainline kernel
+    finds only names in directories that were listed."""
+    parts = relpath.split("/")[:-1]
+    for i in range(len(parts) + 1):
+        os.listdir(os.path.join(root, *parts[:i]))
+
+
 class Mount:
     """An httphsm daemon serving url on mountpoint with cache_dir."""
 

@@ -31,6 +31,11 @@ ODD_NAMES = [
     "quote\"lt<gt>.txt",
     "a-very-long-file-name-that-is-longer-than-fifty-columns-for-nginx.tar.gz",
 ]
+# Paths below pub/ that tests and benchmarks use.
+V6 = "linux/kernel/v6.x"
+BIG_TAR = f"{V6}/linux-6.1.tar"
+TAR_XZ = f"{V6}/linux-6.1.tar.xz"
+DEEP = "a/b/c/d/e/deep.txt"
 
 
 def default_root():
