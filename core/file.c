@@ -187,6 +187,22 @@ void hsm_file_save(HsmFile *file)
 
 /* ---- Remote changes ---- */
 
+/* Every range absent from now on; readers of the old ranges start over.
+ * Called with file->lock held. */
+static void forget_ranges(HsmFile *file)
+{
+	hsm_range_map_clear(&file->state.present);
+	hsm_range_map_init(&file->state.present);
+	file->generation++;
+	file->dirty = TRUE;
+}
+
+static int punch_all(HsmFile *file)
+{
+	return fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			 (off_t)MAX(file->state.size, 1));
+}
+
 /* The remote file is not the one whose bytes we hold: drop them all and
  * adopt the new size.  Called with file->lock held. */
 static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
@@ -194,21 +210,16 @@ static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
 	HsmFileState *state = &file->state;
 	guint64 size = info->size != G_MAXUINT64 ? info->size : state->size;
 
-	if (fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-		      (off_t)MAX(state->size, 1)) < 0 ||
-	    ftruncate(file->fd, (off_t)size) < 0)
+	if (punch_all(file) < 0 || ftruncate(file->fd, (off_t)size) < 0)
 		g_warning("%s: cannot drop stale data: %s", file->relpath, g_strerror(errno));
 	if (info->mtime >= 0)
 		file->remote_mtime = info->mtime;
 	hsm_store_set_mtime(file->fd, file->remote_mtime);
-	hsm_range_map_clear(&state->present);
-	hsm_range_map_init(&state->present);
+	forget_ranges(file);
 	state->size = size;
 	g_free(state->etag);
 	state->etag = g_strdup(info->etag);
 	state->last_modified = info->mtime;
-	file->generation++;
-	file->dirty = TRUE;
 	wake_waiters(file, TRUE);
 }
 
@@ -528,10 +539,7 @@ static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
 	ok = file->fetches->len == 0;
 	if (ok) {
 		*freed = hsm_range_map_total(&file->state.present);
-		hsm_range_map_clear(&file->state.present);
-		hsm_range_map_init(&file->state.present);
-		file->generation++;
-		file->dirty = TRUE;
+		forget_ranges(file);
 	} else {
 		g_set_error(err, HSM_ERROR, EBUSY, "%s is being fetched", file->relpath);
 	}
@@ -556,8 +564,7 @@ gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 	}
 	if (forget_all(file, freed, err)) {
 		hsm_file_save(file); /* absent on disk before the bytes go */
-		ok = fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-			       (off_t)MAX(file->state.size, 1)) == 0;
+		ok = punch_all(file) == 0;
 		if (!ok)
 			g_set_error(err, HSM_ERROR, errno, "%s: cannot free the space: %s",
 				    file->relpath, g_strerror(errno));
