@@ -1,5 +1,6 @@
 /* The registry of running daemons; see registry.h. */
 #include "registry.h"
+#include "url.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -98,8 +99,7 @@ gboolean hsm_registry_find_path(const char *path, HsmRegistryEntry *entry, char 
 		if (!load(file, &candidate))
 			continue;
 		len = strlen(candidate.mountpoint);
-		if ((!strncmp(path, candidate.mountpoint, len) &&
-		     (path[len] == '/' || path[len] == '\0')) && len >= best) {
+		if (hsm_path_below(path, candidate.mountpoint) && len >= best) {
 			hsm_registry_entry_clear(entry);
 			*entry = candidate;
 			best = len;
@@ -109,6 +109,6 @@ gboolean hsm_registry_find_path(const char *path, HsmRegistryEntry *entry, char 
 	}
 	if (!entry->mountpoint)
 		return FALSE;
-	*relpath = g_strdup(path[best] ? path + best + 1 : "");
+	*relpath = g_strdup(hsm_path_below(path, entry->mountpoint));
 	return TRUE;
 }

@@ -7,6 +7,7 @@
  */
 #include "error.h"
 #include "tree-private.h"
+#include "url.h"
 
 #include <errno.h>
 #include <string.h>
@@ -140,13 +141,6 @@ gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err)
 	return ok;
 }
 
-static gboolean is_at_or_below(const char *path, const char *top)
-{
-	gsize len = strlen(top);
-
-	return !strncmp(path, top, len) && (path[len] == '\0' || path[len] == '/');
-}
-
 void hsm_tree_forget(HsmTree *tree, const char *relpath)
 {
 	GHashTableIter iter;
@@ -155,13 +149,13 @@ void hsm_tree_forget(HsmTree *tree, const char *relpath)
 	g_mutex_lock(&tree->lock);
 	g_hash_table_iter_init(&iter, tree->populated);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
-		if (is_at_or_below(key, relpath))
+		if (hsm_path_below(key, relpath))
 			g_hash_table_iter_remove(&iter);
 	g_hash_table_iter_init(&iter, tree->files);
 	while (g_hash_table_iter_next(&iter, &key, &value)) {
 		HsmFile *file = value;
 
-		if (!is_at_or_below(key, relpath))
+		if (!hsm_path_below(key, relpath))
 			continue;
 		g_atomic_int_set(&file->detached, 1);
 		g_hash_table_iter_steal(&iter);

@@ -112,3 +112,14 @@ char *hsm_path_join(const char *dir, const char *name)
 {
 	return *dir ? g_strconcat(dir, "/", name, NULL) : g_strdup(name);
 }
+
+const char *hsm_path_below(const char *path, const char *top)
+{
+	gsize len = strlen(top);
+
+	if (strncmp(path, top, len))
+		return NULL;
+	if (path[len] == '\0')
+		return path + len;
+	return path[len] == '/' ? path + len + 1 : NULL;
+}

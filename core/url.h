@@ -32,4 +32,8 @@ gboolean hsm_name_is_safe(const char *name, gsize len);
 /* relpath of name inside dir ("" is the root). */
 char *hsm_path_join(const char *dir, const char *name);
 
+/* When path is top or inside it, what follows top and its '/' ("" for top
+ * itself, a pointer into path); else NULL. */
+const char *hsm_path_below(const char *path, const char *top);
+
 #endif

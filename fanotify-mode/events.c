@@ -10,6 +10,7 @@
 #include "error.h"
 #include "fanotify-abi.h"
 #include "fanotify-private.h"
+#include "url.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,13 +37,12 @@ static char *relpath_of(HsmFanotify *fan, int fd)
 {
 	char link[64];
 	g_autofree char *path = NULL;
-	gsize len = strlen(fan->mountpoint);
+	const char *below;
 
 	g_snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	path = g_file_read_link(link, NULL);
-	if (!path || strncmp(path, fan->mountpoint, len) || (path[len] && path[len] != '/'))
-		return NULL;
-	return g_strdup(path[len] ? path + len + 1 : "");
+	below = path ? hsm_path_below(path, fan->mountpoint) : NULL;
+	return below ? g_strdup(below) : NULL;
 }
 
 static void respond(HsmFanotify *fan, Event *ev, guint32 response)
