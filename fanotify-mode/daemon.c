@@ -45,21 +45,22 @@ static gboolean mark_mount(HsmFanotify *fan, guint group, unsigned int flags, gu
 
 static gboolean set_up_groups(HsmFanotify *fan, GError **err)
 {
-	guint64 file_mask = FAN_PRE_ACCESS;
-
+	fan->marks[FILE_GROUP] = FAN_PRE_ACCESS;
 	if (fan->caps.dir_readdir)
-		file_mask |= FAN_ONDIR | (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0);
+		fan->marks[FILE_GROUP] |= FAN_ONDIR | (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0);
 	fan->groups[FILE_GROUP] = new_group(FAN_CLASS_PRE_CONTENT, err);
 	fan->n_groups = 1;
-	if (fan->groups[FILE_GROUP] < 0 || !mark_mount(fan, FILE_GROUP, 0, file_mask, err))
+	if (fan->groups[FILE_GROUP] < 0 ||
+	    !mark_mount(fan, FILE_GROUP, 0, fan->marks[FILE_GROUP], err))
 		return FALSE;
 	if (fan->caps.dir_readdir)
 		return TRUE;
+	fan->marks[DIR_GROUP] = FAN_OPEN_PERM | FAN_ONDIR;
 	fan->groups[DIR_GROUP] = new_group(FAN_CLASS_CONTENT, err);
 	fan->n_groups = 2;
 	/* Directory opens; the ignore mask (without FAN_ONDIR) spares file opens. */
 	return fan->groups[DIR_GROUP] >= 0 &&
-	       mark_mount(fan, DIR_GROUP, 0, FAN_OPEN_PERM | FAN_ONDIR, err) &&
+	       mark_mount(fan, DIR_GROUP, 0, fan->marks[DIR_GROUP], err) &&
 	       mark_mount(fan, DIR_GROUP, FAN_MARK_IGNORE_SURV, FAN_OPEN_PERM, err);
 }
 

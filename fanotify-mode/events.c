@@ -82,12 +82,8 @@ static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GErro
 {
 	if (!hsm_tree_populate(fan->tree, relpath, err))
 		return FALSE;
-	if (fan->caps.dir_readdir)
-		ignore_from_now_on(fan, ev->group, ev->fd,
-				   FAN_PRE_ACCESS | FAN_ONDIR |
-					   (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0));
-	else
-		ignore_from_now_on(fan, ev->group, ev->fd, FAN_OPEN_PERM | FAN_ONDIR);
+	/* Silence the directory for the group that asked, for all it reports. */
+	ignore_from_now_on(fan, ev->group, ev->fd, fan->marks[ev->group]);
 	return TRUE;
 }
 

@@ -15,6 +15,7 @@ struct HsmFanotify {
 	HsmKernelCaps caps;
 	int mount_fd;           /* the detached clone, until attached */
 	int groups[2];
+	guint64 marks[2];       /* the events each group's mount mark reports */
 	guint n_groups;
 	HsmGuardian *guardian;
 
