@@ -24,7 +24,9 @@
 
 static int new_group(unsigned int class, GError **err)
 {
-	int group = fanotify_init(class | FAN_CLOEXEC | FAN_UNLIMITED_QUEUE,
+	/* Non-blocking from the start: the readers and the guardian (which
+	 * shares these open files) poll, then read until EAGAIN. */
+	int group = fanotify_init(class | FAN_CLOEXEC | FAN_NONBLOCK | FAN_UNLIMITED_QUEUE,
 				  O_RDONLY | O_LARGEFILE | O_CLOEXEC);
 
 	if (group < 0)

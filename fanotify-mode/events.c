@@ -239,7 +239,6 @@ void hsm_fanotify_events_start(HsmFanotify *fan)
 	for (guint i = 0; i < fan->n_groups; i++) {
 		Reader *reader = g_new(Reader, 1);
 
-		fcntl(fan->groups[i], F_SETFL, O_NONBLOCK);
 		reader->fan = fan;
 		reader->group = i;
 		fan->readers[i] = g_thread_new("hsm-fanotify", reader_main, reader);

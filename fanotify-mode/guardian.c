@@ -307,7 +307,6 @@ static int take_over(int *groups, guint n_groups, Slot *table, const char *mount
 		for (guint i = 0; i < n_groups; i++) {
 			polls[i].fd = groups[i];
 			polls[i].events = POLLIN;
-			fcntl(groups[i], F_SETFL, O_NONBLOCK);
 		}
 		poll(polls, n_groups, 1000);
 		for (guint i = 0; i < n_groups; i++) {
