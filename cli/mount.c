@@ -219,10 +219,9 @@ static char *log_path(const MountOptions *o, const HsmTreeOptions *tree)
 			   : g_build_filename(tree->cache_dir, "httphsm.log", NULL);
 }
 
-static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, GError **err)
+static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, const char *path,
+			 GError **err)
 {
-	g_autofree char *path = log_path(o, tree);
-
 	if (o->foreground && !o->log_file)
 		return TRUE;
 	if (g_mkdir_with_parents(tree->cache_dir, 0755) < 0) {
@@ -306,10 +305,7 @@ static void block_stop_signals(void)
 {
 	sigset_t signals;
 
-	sigemptyset(&signals);
-	sigaddset(&signals, SIGINT);
-	sigaddset(&signals, SIGTERM);
-	sigaddset(&signals, SIGHUP);
+	hsm_fanotify_stop_signals(&signals);
 	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 }
 
@@ -320,6 +316,7 @@ int hsm_command_mount(int argc, char **argv)
 	g_autoptr(GError) err = NULL;
 	HsmTreeOptions tree_options = { 0 };
 	g_autofree char *mountpoint = NULL;
+	g_autofree char *log_file_path = NULL;
 	HsmTree *tree = NULL;
 	gboolean fanotify;
 	int rc = 1;
@@ -344,22 +341,20 @@ int hsm_command_mount(int argc, char **argv)
 		goto out;
 	}
 
+	log_file_path = log_path(&o, &tree_options);
 	fanotify = o.mode && !strcmp(o.mode, "fanotify");
 	hsm_daemon_start(!o.foreground);
 	if (fanotify)
 		block_stop_signals(); /* before any thread exists: sigwait() takes them */
-	if (!open_log(&o, &tree_options, &err) ||
+	if (!open_log(&o, &tree_options, log_file_path, &err) ||
 	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err)) {
 		hsm_daemon_failed(err->message);
 		goto out;
 	}
-	if (fanotify) {
-		g_autofree char *guardian_log = log_path(&o, &tree_options);
-
-		rc = serve_fanotify(tree, mountpoint, guardian_log);
-	} else {
+	if (fanotify)
+		rc = serve_fanotify(tree, mountpoint, log_file_path);
+	else
 		rc = serve_fuse(tree, &o, mountpoint);
-	}
 	goto out;
 
 usage_error:

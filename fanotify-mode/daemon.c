@@ -117,15 +117,20 @@ fail:
 	return NULL;
 }
 
+void hsm_fanotify_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
 int hsm_fanotify_serve(HsmFanotify *fan)
 {
 	sigset_t signals;
 	int sig;
 
-	sigemptyset(&signals);
-	sigaddset(&signals, SIGINT);
-	sigaddset(&signals, SIGTERM);
-	sigaddset(&signals, SIGHUP);
+	hsm_fanotify_stop_signals(&signals);
 	for (;;) {
 		if (sigwait(&signals, &sig))
 			continue;

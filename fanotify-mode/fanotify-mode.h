@@ -6,12 +6,16 @@
 #include "tree.h"
 
 #include <glib.h>
+#include <signal.h>
 
 typedef struct HsmFanotify HsmFanotify;
 
+/* The signals that stop hsm_fanotify_serve(): SIGINT, SIGTERM, SIGHUP. */
+void hsm_fanotify_stop_signals(sigset_t *set);
+
 /* Sets up the groups, marks, guardian and mount.  The caller must have
- * blocked SIGINT, SIGTERM and SIGHUP in every thread (hsm_fanotify_serve()
- * takes them with sigwait()).  log_path is where the guardian writes. */
+ * blocked the stop signals in every thread (hsm_fanotify_serve() takes them
+ * with sigwait()).  log_path is where the guardian writes. */
 HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
 				GError **err);
 /* Serves until SIGINT/SIGTERM/SIGHUP finds the mount unused (then unmounts)
