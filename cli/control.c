@@ -78,8 +78,9 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 	HsmFile *file;
 	struct stat st;
 
-	if (fstatat(hsm_store_tree_fd(hsm_tree_store(control->tree)), *relpath ? relpath : ".",
-		    &st, AT_SYMLINK_NOFOLLOW | (*relpath ? 0 : AT_EMPTY_PATH)) < 0) {
+	/* AT_EMPTY_PATH: "" is the root itself. */
+	if (fstatat(hsm_store_tree_fd(hsm_tree_store(control->tree)), relpath, &st,
+		    AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0) {
 		reply(fd, "error %d %s: %s\n", errno, relpath, g_strerror(errno));
 		return;
 	}

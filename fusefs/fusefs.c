@@ -81,8 +81,8 @@ static void reply_gerror(fuse_req_t req, GError *err)
 /* stat of the cache entry, shown read-only. */
 static int stat_entry(HsmFuse *fs, const char *relpath, struct stat *st)
 {
-	if (fstatat(fs->tree_fd, *relpath ? relpath : ".", st,
-		    AT_SYMLINK_NOFOLLOW | (*relpath ? 0 : AT_EMPTY_PATH)) < 0)
+	/* AT_EMPTY_PATH: "" is the root itself. */
+	if (fstatat(fs->tree_fd, relpath, st, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0)
 		return errno;
 	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
 	return 0;
@@ -166,11 +166,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	code = make_entry(fs, dir->relpath, name, &e);
-	if (code == ENOENT) /* a negative entry the kernel may cache */
-		fuse_reply_entry(req, &e);
-	else if (code)
+	if (code && code != ENOENT)
 		fuse_reply_err(req, code);
-	else
+	else /* ENOENT too: a negative entry the kernel may cache */
 		fuse_reply_entry(req, &e);
 }
 
@@ -369,17 +367,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs st;
-	int fd = openat(fs_of(req)->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	(void)ino;
-	if (fd < 0 || fstatvfs(fd, &st) < 0) {
+	if (fstatvfs(fs_of(req)->tree_fd, &st) < 0) { /* O_PATH will do */
 		fuse_reply_err(req, errno);
-	} else {
-		st.f_flag |= ST_RDONLY;
-		fuse_reply_statfs(req, &st);
+		return;
 	}
-	if (fd >= 0)
-		close(fd);
+	st.f_flag |= ST_RDONLY;
+	fuse_reply_statfs(req, &st);
 }
 
 static const struct fuse_lowlevel_ops operations = {
