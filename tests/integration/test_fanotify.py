@@ -210,8 +210,10 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
     thread = threading.Thread(target=reader)
     nginx.clear_log()
     thread.start()
-    while nginx.bytes_sent(BIG_TAR) < 100 * MiB:
+    deadline = time.time() + 120
+    while nginx.bytes_sent(BIG_TAR) < 100 * MiB and thread.is_alive() and time.time() < deadline:
         time.sleep(0.02)
+    assert thread.is_alive(), outcome  # the kill must land mid-read
     os.kill(m.pid, signal.SIGKILL)
     thread.join(120)
     assert not thread.is_alive()
