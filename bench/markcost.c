@@ -5,8 +5,9 @@
  *
  * DIR must be on a file system with pre-content events (ext4, xfs, btrfs).
  * markcost creates DIR/markcost/{cache,mnt}, bind-mounts cache on mnt (as
- * fanotify mode does), writes a 64 MiB file and reads it warm, 4 KiB at
- * random aligned offsets, in four set-ups:
+ * fanotify mode does), writes a 64 MiB file and times warm 4 KiB reads of it
+ * at random aligned offsets (readbench, from the same build directory) in
+ * four set-ups:
  *
  *   native        no fanotify group at all
  *   inode-other   a FAN_PRE_ACCESS mark on another inode only: what a
@@ -23,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +32,10 @@
 #include <sys/fanotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #ifndef FAN_PRE_ACCESS
 #define FAN_PRE_ACCESS 0x00100000
@@ -41,7 +45,6 @@
 #endif
 
 #define FILE_SIZE (64 << 20)
-#define BLOCK 4096
 #define READS 200000
 #define MAX_ROUNDS 99
 
@@ -51,21 +54,13 @@ static const char *const setup_names[SETUPS] = {
 	"native", "inode-other", "mount+ignore", "cache+ignore",
 };
 
-static char cache_dir[4200], mount_dir[4200];
+static char cache_dir[4200], mount_dir[4200], readbench[4200];
 
 static void die(const char *what)
 {
 	fprintf(stderr, "markcost: %s: %s\n", what, strerror(errno));
 	umount2(mount_dir, MNT_DETACH);
 	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int compare_u64(const void *a, const void *b)
@@ -75,29 +70,42 @@ static int compare_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The p50 (ns) of READS warm 4 KiB preads of path at random offsets. */
+/* The p50 (ns) of READS warm 4 KiB random preads of dir/name, as measured by
+ * `readbench random`; the marks of this process stay in place meanwhile. */
 static uint64_t read_p50(const char *dir, const char *name)
 {
-	static uint64_t latencies[READS];
-	char path[8500], buf[BLOCK];
-	unsigned int seed = 1;
-	int fd;
+	char path[8500], reads[16], line[256] = "";
+	char *argv[] = { readbench, "random", path, reads, "1", NULL };
+	posix_spawn_file_actions_t actions;
+	unsigned long long p50;
+	int pipe_fds[2], status, matched;
+	pid_t pid;
+	FILE *out;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		die(path);
-	for (int i = 0; i < READS; i++) {
-		off_t offset = (off_t)(rand_r(&seed) % (FILE_SIZE / BLOCK)) * BLOCK;
-		uint64_t start = now_ns();
-
-		if (pread(fd, buf, BLOCK, offset) != BLOCK)
-			die("pread");
-		latencies[i] = now_ns() - start;
+	snprintf(reads, sizeof(reads), "%d", READS);
+	if (pipe(pipe_fds) < 0)
+		die("pipe");
+	posix_spawn_file_actions_init(&actions);
+	posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+	errno = posix_spawn(&pid, readbench, &actions, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&actions);
+	if (errno)
+		die(readbench);
+	close(pipe_fds[1]);
+	out = fdopen(pipe_fds[0], "r");
+	if (!out || !fgets(line, sizeof(line), out))
+		line[0] = '\0';
+	if (out)
+		fclose(out);
+	matched = sscanf(line, "{\"ops\": %*d, \"p50_ns\": %llu", &p50);
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) ||
+	    matched != 1) {
+		fprintf(stderr, "markcost: readbench failed on %s: %s", path, line);
+		errno = EIO;
+		die("readbench");
 	}
-	close(fd);
-	qsort(latencies, READS, sizeof(latencies[0]), compare_u64);
-	return latencies[READS / 2];
+	return p50;
 }
 
 static void write_file(const char *name)
@@ -144,6 +152,19 @@ static void run_round(uint64_t p50[SETUPS])
 	close(group);
 }
 
+/* readbench is built beside markcost. */
+static void find_readbench(void)
+{
+	ssize_t n = readlink("/proc/self/exe", readbench, sizeof(readbench) - sizeof("readbench"));
+	char *slash;
+
+	if (n < 0)
+		die("/proc/self/exe");
+	readbench[n] = '\0';
+	slash = strrchr(readbench, '/');
+	strcpy(slash ? slash + 1 : readbench, "readbench");
+}
+
 static void set_up(const char *dir)
 {
 	char top[4096];
@@ -171,6 +192,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: markcost DIR [ROUNDS (1-%d)]\n", MAX_ROUNDS);
 		return 2;
 	}
+	find_readbench();
 	set_up(argv[1]);
 	for (int r = 0; r < n_rounds; r++) {
 		uint64_t p50[SETUPS];
