@@ -42,6 +42,10 @@ def present_ranges(cache_dir, relpath):
     return [tuple(int(x) for x in r.split("-")) for r in state["present"].split(",")]
 
 
+def present_bytes(ranges):
+    return sum(end - start for start, end in ranges)
+
+
 def test_concurrent_readers_share_one_fetch(mounted, nginx, tree_root):
     path = mounted.path(BIG_TAR)
     offset = 700 * MiB + 12345
@@ -81,8 +85,7 @@ def test_kill_9_mid_read_never_yields_unfetched_bytes(nginx, mount_factory, tree
     # Kill only once the flusher has saved a state mid-fetch: a fixed sleep
     # raced the first fdatasync of hundreds of MiB on a slow disk.
     deadline = time.time() + 120
-    while (sum(e - s for s, e in present_ranges(cache, BIG_TAR)) < 64 * MiB
-           and time.time() < deadline):
+    while present_bytes(present_ranges(cache, BIG_TAR)) < 64 * MiB and time.time() < deadline:
         time.sleep(0.05)
     m.kill()
     reader.wait(60)
@@ -90,7 +93,7 @@ def test_kill_9_mid_read_never_yields_unfetched_bytes(nginx, mount_factory, tree
 
     # Every range the state calls present holds the server's bytes.
     ranges = present_ranges(cache, BIG_TAR)
-    present = sum(end - start for start, end in ranges)
+    present = present_bytes(ranges)
     assert 0 < present < size
     cached = os.path.join(cache, "tree", BIG_TAR)
     with open(original, "rb") as want, open(cached, "rb") as got:
