@@ -120,8 +120,7 @@ HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
 	hsm_file_state_init(&file->state);
 	load_state(file, &st);
 	/* A crash between a write and putting the mtime back leaves it wrong. */
-	hsm_store_restore_mtime(fd);
-	file->remote_mtime = hsm_store_get_mtime(fd);
+	file->remote_mtime = hsm_store_restore_mtime(fd);
 	if (file->remote_mtime < 0)
 		file->remote_mtime = st.st_mtime;
 	return file;

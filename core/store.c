@@ -323,7 +323,7 @@ gint64 hsm_store_get_mtime(int fd)
 	return g_ascii_strtoll(text, NULL, 10);
 }
 
-void hsm_store_restore_mtime(int fd)
+gint64 hsm_store_restore_mtime(int fd)
 {
 	gint64 mtime = hsm_store_get_mtime(fd);
 	struct timespec times[2] = { { 0, UTIME_OMIT }, { mtime, 0 } };
@@ -331,6 +331,7 @@ void hsm_store_restore_mtime(int fd)
 
 	if (mtime >= 0 && fstat(fd, &st) == 0 && st.st_mtime != mtime)
 		futimens(fd, times);
+	return mtime;
 }
 
 gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath)

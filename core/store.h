@@ -67,8 +67,9 @@ void hsm_store_forget(HsmStore *store, const char *relpath);
 gboolean hsm_store_set_mtime(int fd, gint64 mtime);
 /* The remote mtime recorded for an open cache entry, or -1. */
 gint64 hsm_store_get_mtime(int fd);
-/* Puts the recorded remote mtime back if writes changed it. */
-void hsm_store_restore_mtime(int fd);
+/* Puts the recorded remote mtime back if writes changed it; returns it, or
+ * -1 if none is recorded. */
+gint64 hsm_store_restore_mtime(int fd);
 
 /* Directories: populated once their listing was turned into tree entries. */
 gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath);

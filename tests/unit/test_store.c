@@ -143,7 +143,7 @@ static void test_remote_mtime(void)
 		g_test_skip("no user xattrs on this file system");
 	} else {
 		g_assert_cmpint(st.st_mtime, !=, 1700000040);
-		hsm_store_restore_mtime(fd);
+		g_assert_cmpint(hsm_store_restore_mtime(fd), ==, 1700000040);
 		fstat(fd, &st);
 		g_assert_cmpint(st.st_mtime, ==, 1700000040);
 	}
