@@ -119,7 +119,7 @@ const char *hsm_path_below(const char *path, const char *top)
 
 	if (strncmp(path, top, len))
 		return NULL;
-	if (path[len] == '\0')
+	if (path[len] == '\0' || (len && top[len - 1] == '/')) /* top "/" */
 		return path + len;
 	return path[len] == '/' ? path + len + 1 : NULL;
 }

@@ -33,7 +33,7 @@ gboolean hsm_name_is_safe(const char *name, gsize len);
 char *hsm_path_join(const char *dir, const char *name);
 
 /* When path is top or inside it, what follows top and its '/' ("" for top
- * itself, a pointer into path); else NULL. */
+ * itself, a pointer into path); else NULL.  top may end in '/' (e.g. "/"). */
 const char *hsm_path_below(const char *path, const char *top);
 
 #endif

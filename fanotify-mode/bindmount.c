@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int hsm_bindmount_clone(const char *tree_path, GError **err)
@@ -28,6 +30,51 @@ int hsm_bindmount_clone(const char *tree_path, GError **err)
 	return fd;
 }
 
+static guint64 mount_id_at(int dirfd, const char *path, int flags)
+{
+	struct statx stx;
+
+	if (statx(dirfd, path, flags | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_MNT_ID))
+		return 0;
+	return stx.stx_mnt_id;
+}
+
+guint64 hsm_bindmount_id(int fd)
+{
+	return mount_id_at(fd, "", AT_EMPTY_PATH);
+}
+
+/* The mount point of mnt_id in /proc/self/mountinfo, or NULL. */
+static char *mount_point_of(guint64 mnt_id)
+{
+	g_autofree char *info = NULL;
+	g_auto(GStrv) lines = NULL;
+
+	if (!g_file_get_contents("/proc/self/mountinfo", &info, NULL, NULL))
+		return NULL;
+	lines = g_strsplit(info, "\n", -1);
+	for (char **line = lines; *line; line++) {
+		/* ID PARENT MAJOR:MINOR ROOT MOUNT-POINT ..., spaces escaped as \040 */
+		g_auto(GStrv) fields = g_strsplit(*line, " ", 6);
+
+		if (g_strv_length(fields) >= 5 && g_ascii_strtoull(fields[0], NULL, 10) == mnt_id)
+			return g_strcompress(fields[4]);
+	}
+	return NULL;
+}
+
+char *hsm_bindmount_root(guint64 mnt_id, const char *mountpoint)
+{
+	char *moved;
+
+	/* A statx, not an open: a descriptor would make umount2() see it busy. */
+	if (mount_id_at(AT_FDCWD, mountpoint, 0) == mnt_id)
+		return g_strdup(mountpoint);
+	moved = mount_point_of(mnt_id);
+	return moved ? moved : g_strdup("/");
+}
+
 gboolean hsm_bindmount_attach(int mount_fd, const char *mountpoint, GError **err)
 {
 	if (move_mount(mount_fd, "", AT_FDCWD, mountpoint, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
@@ -41,4 +88,13 @@ gboolean hsm_bindmount_attach(int mount_fd, const char *mountpoint, GError **err
 gboolean hsm_bindmount_detach(const char *mountpoint)
 {
 	return umount2(mountpoint, UMOUNT_NOFOLLOW) == 0;
+}
+
+gboolean hsm_bindmount_alive(int group)
+{
+	char path[64];
+	g_autofree char *info = NULL;
+
+	g_snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", group);
+	return g_file_get_contents(path, &info, NULL, NULL) && strstr(info, "fanotify mnt_id:");
 }

@@ -90,6 +90,7 @@ HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const cha
 	fan->groups[0] = fan->groups[1] = -1;
 	fan->wake_fd = eventfd(0, EFD_CLOEXEC);
 	fan->mount_fd = hsm_bindmount_clone(hsm_store_tree_path(store), err);
+	fan->mount_id = fan->mount_fd >= 0 ? hsm_bindmount_id(fan->mount_fd) : 0;
 	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err) ||
 	    !set_up_groups(fan, err))
 		goto fail;
@@ -127,24 +128,38 @@ void hsm_fanotify_stop_signals(sigset_t *set)
 
 int hsm_fanotify_serve(HsmFanotify *fan)
 {
+	const struct timespec second = { 1, 0 };
+	gboolean stopping = FALSE;
 	sigset_t signals;
-	int sig;
 
 	hsm_fanotify_stop_signals(&signals);
 	for (;;) {
-		if (sigwait(&signals, &sig))
+		/* Once asked to stop, look every second whether the mount is gone. */
+		int sig = stopping ? sigtimedwait(&signals, NULL, &second)
+				   : sigwaitinfo(&signals, NULL);
+		int code;
+
+		if (sig < 0 && errno != EAGAIN)
 			continue;
 		if (hsm_bindmount_detach(fan->mountpoint)) {
-			g_message("signal %d: unmounted %s", sig, fan->mountpoint);
+			g_message("unmounted %s", fan->mountpoint);
 			return 0;
 		}
-		if (errno == EINVAL) {
-			g_message("signal %d: %s was unmounted", sig, fan->mountpoint);
+		code = errno;
+		if (!hsm_bindmount_alive(fan->groups[FILE_GROUP])) {
+			g_message("%s was unmounted", fan->mountpoint);
 			return 0;
 		}
 		/* Closing the group now would let open files read holes as zeros. */
-		g_warning("signal %d: %s is busy (%s); still serving it", sig, fan->mountpoint,
-			  g_strerror(errno));
+		if (code == EBUSY) {
+			g_warning("%s is busy; still serving it", fan->mountpoint);
+			stopping = FALSE;
+		} else if (!stopping) {
+			g_message("cannot unmount %s (%s), but the mount is still in use (moved, "
+				  "or detached with files open); serving it until it is released",
+				  fan->mountpoint, g_strerror(code));
+			stopping = TRUE;
+		}
 	}
 }
 

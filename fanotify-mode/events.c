@@ -7,6 +7,7 @@
  * event read is answered exactly once, whatever happens: allowed once its
  * bytes or entries are in the cache, denied with EIO when they cannot be.
  */
+#include "bindmount.h"
 #include "error.h"
 #include "fanotify-abi.h"
 #include "fanotify-private.h"
@@ -32,16 +33,21 @@ typedef struct {
 	guint slot;
 } Event;
 
-/* The path of an event's object relative to the mount, or NULL. */
+/* The path of an event's object relative to the mount, or NULL.  The mount
+ * can be moved or lazily detached meanwhile: the path counts only if it
+ * starts from the same place before and after it was read. */
 static char *relpath_of(HsmFanotify *fan, int fd)
 {
 	char link[64];
+	g_autofree char *root = hsm_bindmount_root(fan->mount_id, fan->mountpoint);
 	g_autofree char *path = NULL;
+	g_autofree char *root_after = NULL;
 	const char *below;
 
 	g_snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	path = g_file_read_link(link, NULL);
-	below = path ? hsm_path_below(path, fan->mountpoint) : NULL;
+	root_after = hsm_bindmount_root(fan->mount_id, fan->mountpoint);
+	below = path && !strcmp(root, root_after) ? hsm_path_below(path, root) : NULL;
 	return below ? g_strdup(below) : NULL;
 }
 
@@ -115,14 +121,19 @@ static void handle_event(gpointer data, gpointer user_data)
 
 	g_debug("fanotify event 0x%llx on '%s' range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
 		(unsigned long long)ev->mask, relpath ? relpath : "?", ev->offset, ev->count);
-	if (!relpath || fstat(ev->fd, &st) < 0)
-		g_debug("event on an object outside %s: allowed", fan->mountpoint);
-	else if (S_ISDIR(st.st_mode))
+	/* Only our mount is marked: an object we cannot place is never let
+	 * through, as its bytes may not be there. */
+	if (!relpath || fstat(ev->fd, &st) < 0) {
+		g_set_error(&err, HSM_ERROR, EIO, "cannot tell which file of %s this is",
+			    fan->mountpoint);
+		ok = FALSE;
+	} else if (S_ISDIR(st.st_mode)) {
 		ok = populate(fan, ev, relpath, &err);
-	else if (ev->mask & FAN_PRE_ACCESS)
+	} else if (ev->mask & FAN_PRE_ACCESS) {
 		ok = fill(fan, ev, relpath, &err);
+	}
 	if (!ok)
-		g_warning("denying access to %s: %s", relpath, err->message);
+		g_warning("denying access to %s: %s", relpath ? relpath : "?", err->message);
 	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
 	g_clear_error(&err);
 	hsm_guardian_untrack(fan->guardian, ev->slot);

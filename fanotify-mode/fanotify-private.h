@@ -14,6 +14,7 @@ struct HsmFanotify {
 	char *mountpoint;
 	HsmKernelCaps caps;
 	int mount_fd;           /* the detached clone, until attached */
+	guint64 mount_id;       /* the clone's, which events' paths are on */
 	int groups[2];
 	guint64 marks[2];       /* the events each group's mount mark reports */
 	guint n_groups;

@@ -7,6 +7,7 @@
  * daemon's death from EOF on a pipe whose write end only the daemon holds.
  */
 #include "guardian.h"
+#include "bindmount.h"
 #include "error.h"
 #include "fanotify-abi.h"
 
@@ -273,16 +274,6 @@ static void deny_queued(int group)
 	}
 }
 
-/* TRUE while group still has a mount mark (the detached mount is alive). */
-static gboolean has_mount_mark(int group)
-{
-	char path[64];
-	g_autofree char *info = NULL;
-
-	g_snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", group);
-	return g_file_get_contents(path, &info, NULL, NULL) && strstr(info, "fanotify mnt_id:");
-}
-
 static int take_over(int *groups, guint n_groups, Slot *table, const char *mountpoint)
 {
 	guint answered = 0;
@@ -311,7 +302,7 @@ static int take_over(int *groups, guint n_groups, Slot *table, const char *mount
 		poll(polls, n_groups, 1000);
 		for (guint i = 0; i < n_groups; i++) {
 			deny_queued(groups[i]);
-			alive = alive || has_mount_mark(groups[i]);
+			alive = alive || hsm_bindmount_alive(groups[i]);
 		}
 		if (!alive) {
 			say("the mount is gone; exiting");

@@ -274,3 +274,32 @@ def test_umount_refuses_a_busy_mount(nginx, fan_factory):
     assert m.wait_daemon_exit(30)
     assert not is_mounted(m.mountpoint)
     assert "unmounted" in m.log()
+
+
+@pytest.mark.parametrize("remove_mountpoint", [False, True])
+def test_stop_waits_for_a_lazily_detached_mount(nginx, fan_factory, tree_root,
+                                                remove_mountpoint):
+    """`umount -l` with a file open, then SIGTERM: the daemon serves the open
+    file until it is closed, then exits; the open file never reads zeros."""
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    offset = 700 * MiB
+    with open(os.path.join(tree_root, "pub", BIG_TAR), "rb") as f:
+        f.seek(offset)
+        expected = f.read(64 * 1024)
+    fd = os.open(m.path(BIG_TAR), os.O_RDONLY)
+    try:
+        subprocess.run(["umount", "-l", m.mountpoint], check=True)
+        if remove_mountpoint:
+            os.rmdir(m.mountpoint)
+        os.kill(m.pid, signal.SIGTERM)
+        deadline = time.time() + 30
+        while "still in use" not in m.log() and m.daemon_alive() and time.time() < deadline:
+            time.sleep(0.05)
+        assert "still in use" in m.log()
+        assert os.pread(fd, len(expected), offset) == expected
+        assert m.daemon_alive()
+    finally:
+        os.close(fd)
+    assert m.wait_daemon_exit(30)
+    assert "was unmounted" in m.log()

@@ -99,6 +99,16 @@ static void test_join(void)
 	g_assert_cmpstr(b, ==, "a/b/x");
 }
 
+static void test_path_below(void)
+{
+	g_assert_cmpstr(hsm_path_below("/mnt/pub/a/b", "/mnt/pub"), ==, "a/b");
+	g_assert_cmpstr(hsm_path_below("/mnt/pub", "/mnt/pub"), ==, "");
+	g_assert_null(hsm_path_below("/mnt/public/a", "/mnt/pub"));
+	g_assert_null(hsm_path_below("/mnt", "/mnt/pub"));
+	g_assert_cmpstr(hsm_path_below("/a/b", "/"), ==, "a/b");
+	g_assert_cmpstr(hsm_path_below("/", "/"), ==, "");
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -108,5 +118,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/url/for-path", test_for_path);
 	g_test_add_func("/url/names", test_names);
 	g_test_add_func("/url/join", test_join);
+	g_test_add_func("/url/path-below", test_path_below);
 	return g_test_run();
 }
