@@ -119,8 +119,8 @@ def markdown(data):
                    if "paired_warm_rand_p50_us" in r else "the mount first, then the cache file")
             out += ["", f"{n}, warm, against the same file read directly in the cache "
                     f"(no mount in the way; {how}): 4 KiB random p50 "
-                    f"{ratio(rand, r['native_warm_rand_p50_us'])}, "
-                    f"sequential {ratio(seq, r['native_warm_seq_mib_s'])}."]
+                    f"{ratio(rand, r['native_warm_rand_p50_us'])} of its latency, "
+                    f"sequential {ratio(seq, r['native_warm_seq_mib_s'])} of its throughput."]
     out += ["", f"curl of the same file: {cell(curl, 'cold_seq_mib_s', 'mib')} to /dev/null, "
             f"{cell(curl, 'to_file_mib_s', 'mib')} into a file on the caches' file system"]
     for n in names:
