@@ -55,6 +55,7 @@ typedef struct {
 typedef struct {
 	char *url;
 	guint64 start, end;
+	guint64 size;            /* the file's known size: no byte at or past it is written */
 	guint64 next;            /* first byte of [start, end) not yet written */
 	HsmRangeSink sink;
 	gpointer user_data;
@@ -64,7 +65,8 @@ typedef struct {
 	gboolean began;          /* the response status was looked at */
 	gboolean unwanted;       /* not a 200/206: the body is not file data */
 	guint64 stream_offset;   /* file offset of the next body byte */
-	guint64 stream_limit;    /* bytes past this are not trusted */
+	guint64 stream_limit;    /* bytes past this are not written */
+	gboolean overran;        /* the response sent bytes past stream_limit */
 	GError *fatal;           /* a non-retryable error from a callback */
 } RangeTransfer;
 
@@ -499,18 +501,19 @@ static void run_head_task(HsmFetcher *fetcher, HeadTask *head)
 
 /* ---- Ranges ---- */
 
-/* "bytes first-last/total" of a 206. */
+/* "bytes first-last/total" of a 206.  (A last byte past the total is
+ * cut later, with the other bytes past the end of the file.) */
 static gboolean parse_content_range(const char *value, guint64 *first, guint64 *last)
 {
 	char *end;
 
-	if (!value || g_ascii_strncasecmp(value, "bytes ", 6))
+	if (!value || g_ascii_strncasecmp(value, "bytes ", 6) || !g_ascii_isdigit(value[6]))
 		return FALSE;
 	*first = g_ascii_strtoull(value + 6, &end, 10);
-	if (*end != '-')
+	if (*end != '-' || !g_ascii_isdigit(end[1]))
 		return FALSE;
 	*last = g_ascii_strtoull(end + 1, &end, 10);
-	return *end == '/' && *last >= *first;
+	return *end == '/' && *last >= *first && *last < G_MAXUINT64;
 }
 
 /* Looks at the status of a response, once, before its body. */
@@ -531,18 +534,17 @@ static gboolean range_begin_response(RangeTransfer *t)
 			return FALSE;
 		}
 		t->stream_offset = first;
-		t->stream_limit = last + 1;
+		t->stream_limit = MIN(last + 1, t->end);
 	} else if (status == 200) {
 		t->stream_offset = 0;
-		t->stream_limit = G_MAXUINT64;
+		t->stream_limit = t->size;
 		info.whole_body = TRUE;
 	} else {
 		t->unwanted = TRUE;
 		return FALSE;
 	}
 	fill_remote_info(t->curl, &t->headers, &info);
-	if (info.whole_body && info.size != G_MAXUINT64)
-		t->stream_limit = info.size;
+	t->stream_limit = MIN(t->stream_limit, MIN(info.size, t->size));
 	if (!t->sink.check(t->user_data, &info, &t->fatal)) {
 		hsm_remote_info_clear(&info);
 		return FALSE;
@@ -561,8 +563,19 @@ static size_t on_range_body(char *data, size_t size, size_t count, void *user)
 		return 0;
 	offset = t->stream_offset;
 	t->stream_offset += len;
-	if (offset >= t->stream_limit)
-		return len;
+	if (offset + len > t->stream_limit && !t->overran) {
+		t->overran = TRUE;
+		g_warning("GET %s: the server sent bytes past %" G_GUINT64_FORMAT
+			  " (the range asked for, or the end of the file); they were cut",
+			  t->url, t->stream_limit);
+	}
+	if (offset >= t->stream_limit) {
+		if (t->next >= t->end)
+			return 0; /* all asked for is written: stop the surplus */
+		g_set_error(&t->fatal, HSM_ERROR, EIO,
+			    "GET %s: response runs past the range it announced", t->url);
+		return 0;
+	}
 	len = MIN(len, t->stream_limit - offset);
 	if (!t->sink.write(t->user_data, offset, data, len, &t->fatal))
 		return 0;
@@ -623,13 +636,14 @@ static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 }
 
 void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
-		     const HsmRangeSink *sink, gpointer user_data)
+		     guint64 size, const HsmRangeSink *sink, gpointer user_data)
 {
 	RangeTransfer *t = g_new0(RangeTransfer, 1);
 
 	t->url = g_strdup(url);
 	t->start = t->next = start;
-	t->end = end;
+	t->end = MIN(end, size);
+	t->size = size;
 	t->sink = *sink;
 	t->user_data = user_data;
 	push_task(fetcher, TASK_RANGE, t);

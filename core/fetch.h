@@ -73,8 +73,9 @@ typedef struct {
 	/* Called once per response, before its bytes.  Returning FALSE with
 	 * err set ends the transfer without retry (e.g. the file changed). */
 	gboolean (*check)(gpointer user_data, const HsmRemoteInfo *info, GError **err);
-	/* File bytes at offset; may lie outside the requested range (a server
-	 * that ignores Range sends the whole file).  FALSE + err aborts. */
+	/* File bytes at offset, below the file's size; may lie outside the
+	 * requested range (a server that ignores Range sends the whole file).
+	 * FALSE + err aborts. */
 	gboolean (*write)(gpointer user_data, guint64 offset, const void *data, gsize len,
 			  GError **err);
 	/* Called once: err is NULL when all of [start, end) was written; the
@@ -82,8 +83,10 @@ typedef struct {
 	void (*done)(gpointer user_data, GError *err);
 } HsmRangeSink;
 
-/* Queues a GET of [start, end) of url; returns at once. */
+/* Queues a GET of [start, end) of url, a file of size bytes (G_MAXUINT64:
+ * unknown); returns at once.  Bytes the server sends past the range of a
+ * 206 or past size are cut, never written. */
 void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
-		     const HsmRangeSink *sink, gpointer user_data);
+		     guint64 size, const HsmRangeSink *sink, gpointer user_data);
 
 #endif

@@ -425,8 +425,8 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	fetch->end = MIN(align_up(MAX(want_end, start + file->window)), fetch_limit(file, missing));
 	g_ptr_array_add(file->fetches, fetch);
 	hsm_file_ref(file);
-	hsm_fetch_range(file->tree->fetcher, file->url, fetch->start, fetch->end, &fetch_sink,
-			fetch);
+	hsm_fetch_range(file->tree->fetcher, file->url, fetch->start, fetch->end,
+			file->state.size, &fetch_sink, fetch);
 	return fetch;
 }
 

@@ -285,14 +285,21 @@ static void parse_size_token(GMatchInfo *match, RowInfo *info)
 	if (!num || !*num)
 		return; /* "-": a directory */
 	value = g_ascii_strtod(num, NULL);
-	info->have_size = TRUE;
-	info->size_exact = !*unit && !strchr(num, '.');
 	if (*unit)
 		value *= (double)(1ULL << (10 * (strchr(units, *unit) - units + 1)));
+	/* 2^63: a size no off_t holds is no size (and converting a larger
+	 * double to an integer is undefined). */
+	if (!(value < 9223372036854775808.0))
+		return;
+	info->have_size = TRUE;
+	info->size_exact = !*unit && !strchr(num, '.');
 	info->size = (guint64)value;
 }
 
-/* Finds "date time size" in the text that follows a link. */
+/* Finds "date time size" in the text that follows a link.  The patterns
+ * are ASCII and pages are not always valid UTF-8, so the regexes work on
+ * bytes (G_REGEX_RAW): in UTF-8 mode, PCRE trusts GLib's promise that the
+ * subject is valid and reads past the end of a truncated sequence. */
 static void parse_row_text(const char *text, RowInfo *info)
 {
 	static GRegex *date_re, *size_re;
@@ -303,8 +310,9 @@ static void parse_row_text(const char *text, RowInfo *info)
 	if (g_once_init_enter(&size_re)) {
 		g_autofree char *pattern = g_strconcat("(?:", date_pattern, ")", time_pattern, NULL);
 
-		date_re = g_regex_new(pattern, G_REGEX_OPTIMIZE, 0, NULL);
-		g_once_init_leave(&size_re, g_regex_new(size_pattern, G_REGEX_OPTIMIZE, 0, NULL));
+		date_re = g_regex_new(pattern, G_REGEX_OPTIMIZE | G_REGEX_RAW, 0, NULL);
+		g_once_init_leave(&size_re,
+				  g_regex_new(size_pattern, G_REGEX_OPTIMIZE | G_REGEX_RAW, 0, NULL));
 	}
 	if (!g_regex_match(date_re, text, 0, &match))
 		return;
@@ -339,7 +347,7 @@ static void parse_row_attributes(const xmlNode *node, RowInfo *info)
 
 	if (size && g_ascii_isdigit(g_strstrip(size)[0]) && !info->have_size) {
 		info->size = g_ascii_strtoull(size, NULL, 10);
-		info->have_size = info->size_exact = TRUE;
+		info->have_size = info->size_exact = info->size <= G_MAXINT64;
 	}
 	if (datetime && info->mtime < 0) {
 		g_autoptr(GTimeZone) utc = g_time_zone_new_utc();

@@ -115,9 +115,14 @@ static gboolean set_dir_mtime(int dirfd, const char *name, const HsmListingEntry
 static gboolean create_file(int dirfd, const HsmListingEntry *entry)
 {
 	char proc_path[64];
-	int fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	int fd, saved_errno;
 	gboolean ok;
 
+	if (entry->size > G_MAXINT64) {
+		errno = EFBIG;
+		return FALSE;
+	}
+	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return FALSE;
 	ok = ftruncate(fd, (off_t)entry->size) == 0 && hsm_store_set_mtime(fd, entry_mtime(entry));
@@ -125,7 +130,9 @@ static gboolean create_file(int dirfd, const HsmListingEntry *entry)
 		g_snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
 		ok = linkat(AT_FDCWD, proc_path, dirfd, entry->name, AT_SYMLINK_FOLLOW) == 0;
 	}
+	saved_errno = errno;
 	close(fd);
+	errno = saved_errno;
 	return ok;
 }
 
@@ -254,10 +261,18 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	for (guint i = 0; i < listing->entries->len; i++) {
 		const HsmListingEntry *entry = listing->entries->pdata[i];
 
-		if (!reconcile_entry(tree, dirfd, relpath, entry)) {
-			errno_error(err, errno, "cannot create cache entry", relpath, entry->name);
-			goto out;
+		if (reconcile_entry(tree, dirfd, relpath, entry))
+			continue;
+		/* One entry the cache file system cannot hold (a size past its
+		 * limit) costs that entry, not the directory. */
+		if (errno == EFBIG) {
+			g_warning("%s%s%s: listed size %" G_GUINT64_FORMAT
+				  " is more than the cache can hold; leaving it out",
+				  relpath, *relpath ? "/" : "", entry->name, entry->size);
+			continue;
 		}
+		errno_error(err, errno, "cannot create cache entry", relpath, entry->name);
+		goto out;
 	}
 	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
 	ok = hsm_store_mark_populated(tree->store, relpath, listing->entries->len, err);

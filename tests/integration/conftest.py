@@ -1,5 +1,7 @@
 """Fixtures: the generated tree, real nginx servers, httphsm mounts."""
+import hashlib
 import os
+import subprocess
 import sys
 
 import pytest
@@ -57,3 +59,32 @@ def mounted(nginx, mount_factory):
     """The tree's /pub/ from the exact-size nginx, FUSE mode, fresh cache."""
     nginx.clear_log()
     return mount_factory(nginx.url + "pub/")
+
+
+@pytest.fixture(scope="module")
+def ext4(tmp_path_factory):
+    """A loop-mounted ext4 file system for caches."""
+    base = tmp_path_factory.mktemp("ext4")
+    image, mnt = base / "cache.img", base / "fs"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "4G", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)])
+
+
+@pytest.fixture
+def fan_factory(mount_factory, ext4, request):
+    """fan_factory(url, **kw): a fanotify-mode mount with a cache on ext4."""
+    def make(url, name="fan", cache=None, args=()):
+        tag = hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
+        cache = cache or str(ext4 / f"{tag}-{name}")
+        try:
+            return mount_factory(url, name=name, cache=cache, mode="fanotify",
+                                 args=["-v", *args])
+        except RuntimeError as e:
+            if "no fanotify pre-content events" in str(e):
+                pytest.skip(f"kernel {os.uname().release}: {e}")
+            raise
+    return make

@@ -20,37 +20,7 @@ from support.tree import BIG_TAR, V6
 
 pytestmark = pytest.mark.timeout(300)
 
-FANOTIFY_ARGS = ["-v"]
 
-
-
-@pytest.fixture(scope="module")
-def ext4(tmp_path_factory):
-    """A loop-mounted ext4 file system for caches."""
-    base = tmp_path_factory.mktemp("ext4")
-    image, mnt = base / "cache.img", base / "fs"
-    mnt.mkdir()
-    subprocess.run(["truncate", "-s", "4G", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)])
-
-
-@pytest.fixture
-def fan_factory(mount_factory, ext4, request):
-    """fan_factory(url, **kw): a fanotify-mode mount with a cache on ext4."""
-    def make(url, name="fan", cache=None, args=()):
-        tag = hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
-        cache = cache or str(ext4 / f"{tag}-{name}")
-        try:
-            return mount_factory(url, name=name, cache=cache, mode="fanotify",
-                                 args=[*FANOTIFY_ARGS, *args])
-        except RuntimeError as e:
-            if "no fanotify pre-content events" in str(e):
-                pytest.skip(f"kernel {os.uname().release}: {e}")
-            raise
-    return make
 
 
 def lookup_events_supported(m):

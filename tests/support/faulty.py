@@ -11,6 +11,13 @@ files with Range support, ETag and Last-Modified, unless told to:
   no_etag=True       send no ETag (Last-Modified only)
   stall_path=NAME    like stall, for requests of paths ending with NAME
                      only, until release() is called
+  overrun=B          206s claim and send B bytes past the end of the file
+                     (the Content-Range total stays right)
+  surplus=B          send every body chunked, with B junk bytes after it
+                     (B=-1: junk without end)
+  trickle_path=NAME  send the bodies of paths ending with NAME at
+                     trickle_rate bytes per second
+  pages={DIR: HTML}  serve these bytes as the listing of DIR ("" is the root)
 """
 import email.utils
 import html
@@ -32,6 +39,11 @@ class Faults:
         self.stall = False
         self.no_etag = False
         self.stall_path = None
+        self.overrun = 0
+        self.surplus = 0
+        self.trickle_path = None
+        self.trickle_rate = 4
+        self.pages = {}
         self.released = threading.Event()
 
 
@@ -62,7 +74,9 @@ class Handler(BaseHTTPRequestHandler):
             if not self.path.endswith("/"):
                 self._send_simple(301, b"", {"Location": self.path + "/"})
                 return
-            self._send_simple(200, self._listing(path), {"Content-Type": "text/html"})
+            rel = os.path.relpath(path, self.server.root).strip(".")
+            page = self.server.faults.pages.get(rel) or self._listing(path)
+            self._send_simple(200, page, {"Content-Type": "text/html"})
             return
         if not os.path.isfile(path):
             self._send_simple(404, b"not found")
@@ -92,6 +106,9 @@ class Handler(BaseHTTPRequestHandler):
             if faults.bad_range:
                 start, end = start + 4096, min(end + 4096, len(data))
         body = data[start:end]
+        if status == 206 and faults.overrun:
+            body += b"\xee" * faults.overrun
+            end += faults.overrun
         self.send_response(status)
         if not faults.no_etag:
             self.send_header("ETag", etag)
@@ -99,10 +116,20 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(body) + (1000 if faults.lie_length else 0)))
+        if faults.surplus:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length",
+                             str(len(body) + (1000 if faults.lie_length else 0)))
         self.end_headers()
         if head:
             self._record(status, 0)
+            return
+        if faults.surplus:
+            self._send_chunked(body, faults.surplus)
+            return
+        if faults.trickle_path and self.path.endswith(faults.trickle_path):
+            self._trickle(body, faults.trickle_rate)
             return
         if faults.stall:
             time.sleep(3600)
@@ -119,6 +146,36 @@ class Handler(BaseHTTPRequestHandler):
         if faults.drop_after is not None or faults.lie_length:
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
+
+    def _send_chunked(self, body, surplus):
+        sent = 0
+        try:
+            for pos in range(0, len(body), 65536):
+                piece = body[pos:pos + 65536]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
+            junk = b"\xee" * 65536
+            while surplus < 0 or sent < len(body) + surplus:
+                piece = junk[:65536 if surplus < 0 else len(body) + surplus - sent]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        self._record(200, sent)
+
+    def _trickle(self, body, rate):
+        sent = 0
+        try:
+            while sent < len(body):
+                self.wfile.write(body[sent:sent + 1])
+                self.wfile.flush()
+                sent += 1
+                time.sleep(1 / rate)
+        except OSError:
+            self.close_connection = True
+        self._record(206, sent)
 
     def _send_simple(self, status, body, headers=None):
         self.send_response(status)

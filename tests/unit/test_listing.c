@@ -228,7 +228,7 @@ static void test_broken_html(void)
 	};
 
 	for (guint i = 0; i < G_N_ELEMENTS(pages); i++) {
-		gsize len = i == 6 ? 20 : strlen(pages[i]);
+		gsize len = i == 6 ? sizeof("\x00\x01\x02<a href=x>x</a>") - 1 : strlen(pages[i]);
 		HsmListing *listing = hsm_listing_parse(pages[i], len, "http://h/", NULL);
 
 		g_assert_cmpuint(listing->entries->len, <=, 2);
@@ -245,6 +245,60 @@ static void test_broken_html(void)
 	g_assert_cmpuint(listing->entries->len, ==, 1);
 	g_assert_cmpint(find(listing, "ok")->mtime, ==, -1);
 	g_assert_false(find(listing, "ok")->size_exact);
+	hsm_listing_free(listing);
+}
+
+/* Invalid UTF-8 in the text after a link (the date and size columns) is
+ * read as bytes: the row still parses, nothing crashes.  It once reached a
+ * UTF-mode JIT regex and crashed the daemon. */
+static void test_invalid_utf8_row(void)
+{
+	const char *pages[] = {
+		"<a href=x>x</a>\xf4\xf4\xf4\xf4 02-Dec-2026 10:20 12\n",
+		"<pre><a href=\"y\">y</a> \xc3 02-Dec-2026 10:20   345\n</pre>",
+		("<table><tr><td><a href=\"z\">z</a></td><td>\xed\xa0\x80</td>"
+		 "<td>2026-12-02 10:20 </td><td>\xf8\x88\x80\x80\x80</td></tr></table>"),
+	};
+	const char *charsets[] = { NULL, "utf-8", "iso-8859-1" };
+
+	for (guint c = 0; c < G_N_ELEMENTS(charsets); c++) {
+		for (guint i = 0; i < G_N_ELEMENTS(pages); i++) {
+			HsmListing *listing =
+				hsm_listing_parse(pages[i], strlen(pages[i]), "http://h/", charsets[c]);
+
+			g_assert_cmpuint(listing->entries->len, ==, 1);
+			g_assert_cmpint(((HsmListingEntry *)listing->entries->pdata[0])->mtime, ==,
+					1796206800);
+			hsm_listing_free(listing);
+		}
+	}
+	HsmListing *listing = hsm_listing_parse(pages[1], strlen(pages[1]), "http://h/", NULL);
+	g_assert_cmpuint(find(listing, "y")->size, ==, 345);
+	g_assert_true(find(listing, "y")->size_exact);
+	hsm_listing_free(listing);
+}
+
+/* A size no off_t can hold is no size (the entry then needs a HEAD), and
+ * converting it is not undefined behaviour. */
+static void test_size_overflow(void)
+{
+	const char *html =
+		"<pre><a href=\"a\">a</a> 02-Dec-2026 10:20 99999999999E\n"
+		"<a href=\"b\">b</a> 02-Dec-2026 10:20 99999999999999999999999\n"
+		"<a href=\"c\">c</a> 02-Dec-2026 10:20 8E\n"
+		"<a href=\"d\">d</a> 02-Dec-2026 10:20 7.9E\n</pre>"
+		"<table><tr><td data-order=\"18446744073709551615\"><a href=\"e\">e</a></td>"
+		"</tr></table>";
+	HsmListing *listing = hsm_listing_parse(html, strlen(html), "http://h/", NULL);
+
+	g_assert_cmpuint(listing->entries->len, ==, 5);
+	for (const char *name = "abce"; *name; name++) {
+		char n[2] = { *name, 0 };
+
+		g_assert_false(find(listing, n)->size_exact);
+		g_assert_true(hsm_listing_entry_needs_head(find(listing, n)));
+	}
+	g_assert_cmpuint(find(listing, "d")->size, ==, (guint64)(7.9 * (double)(1ULL << 60)));
 	hsm_listing_free(listing);
 }
 
@@ -278,5 +332,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/listing/hostile-names", test_hostile_names);
 	g_test_add_func("/listing/broken-html", test_broken_html);
 	g_test_add_func("/listing/large", test_large_listing);
+	g_test_add_func("/listing/invalid-utf8-row", test_invalid_utf8_row);
+	g_test_add_func("/listing/size-overflow", test_size_overflow);
 	return g_test_run();
 }

@@ -1,0 +1,132 @@
+"""Hostile or broken servers, in both modes: a listing that is not UTF-8,
+an entry no cache can hold, bodies that run past the range or the file,
+trickles, and a prefetch the daemon is killed after.  Each one gets correct
+bytes, a clear error on that entry, or a retry: never a crash, a hang, or
+junk served as file data."""
+import hashlib
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from support.faulty import FaultyServer
+from support.mount import httphsm_binary
+
+pytestmark = pytest.mark.timeout(240)
+
+SIZE = 1024 * 1024
+
+
+def content(seed, size=SIZE):
+    block = hashlib.sha256(seed.encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
+@pytest.fixture
+def site(tmp_path):
+    root = tmp_path / "site"
+    (root / "sub").mkdir(parents=True)
+    (root / "data.bin").write_bytes(content("data"))
+    (root / "other.bin").write_bytes(content("other"))
+    (root / "sub" / "x").write_bytes(b"x\n")
+    server = FaultyServer(str(root))
+    yield server, root
+    server.stop()
+
+
+@pytest.fixture(params=["fuse", "fanotify"])
+def make_mount(request, mount_factory, fan_factory):
+    """make_mount(url, *args): a mount in the mode of the test's parameter."""
+    def make(url, *args, **kwargs):
+        if request.param == "fuse":
+            return mount_factory(url, args=list(args), **kwargs)
+        return fan_factory(url, args=args, **kwargs)
+    return make
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def cache_size(m, name):
+    return os.path.getsize(os.path.join(m.cache_dir, "tree", name))
+
+
+# A link followed by bytes that are not UTF-8, then a date: these 35 bytes
+# once crashed the daemon in the listing parser's date regex.
+BAD_UTF8_ROW = b"<a href=x>x</a>\xf4\xf4\xf4\xf4 02-Dec-2026 10:20 2\n"
+
+
+@pytest.mark.parametrize("where", ["", "sub"])
+def test_listing_that_is_not_utf8(site, make_mount, where):
+    server, _ = site
+    server.faults.pages[where] = BAD_UTF8_ROW
+    m = make_mount(server.url)
+    assert sorted(os.listdir(m.path(where))) == ["x"] if where else ["x"]
+    assert m.daemon_alive()
+    if where:
+        assert read_all(m.path("sub", "x")) == b"x\n"
+        assert sorted(os.listdir(m.path())) == ["data.bin", "other.bin", "sub"]
+
+
+def test_entry_too_big_for_the_cache_costs_only_that_entry(site, make_mount):
+    server, _ = site
+    server.faults.pages[""] = (
+        b'<pre><a href="huge.iso">huge.iso</a>  02-Dec-2026 10:20  20000000000000\n'
+        b'<a href="data.bin">data.bin</a>  02-Dec-2026 10:20  1048576\n</pre>')
+    m = make_mount(server.url)
+    assert os.listdir(m.path()) == ["data.bin"]
+    assert read_all(m.path("data.bin")) == content("data")
+    assert "huge.iso: listed size 20000000000000 is more than the cache can hold" in m.log()
+
+
+def wait_for_log(m, text, timeout=20):
+    deadline = time.time() + timeout
+    while text not in m.log() and time.time() < deadline:
+        time.sleep(0.1)
+    return text in m.log()
+
+
+def check_cut(m, name="data.bin"):
+    assert read_all(m.path(name)) == content("data")
+    # The surplus may arrive after the reader was served.
+    assert wait_for_log(m, "they were cut")
+    assert os.path.getsize(m.path(name)) == SIZE
+    assert cache_size(m, name) == SIZE
+    assert read_all(m.path(name)) == content("data")
+    assert m.daemon_alive()
+
+
+def test_range_past_the_end_of_the_file_is_cut(site, make_mount):
+    server, _ = site
+    m = make_mount(server.url)
+    os.listdir(m.path())
+    server.faults.overrun = 300_000  # "bytes 0-1348575/1048576" and 300 kB of junk
+    check_cut(m)
+
+
+def test_whole_body_with_surplus_is_cut(site, make_mount):
+    server, _ = site
+    m = make_mount(server.url)
+    os.listdir(m.path())
+    server.faults.ignore_range = True
+    server.faults.surplus = 300_000  # chunked: the file, then 300 kB more
+    check_cut(m)
+
+
+def test_endless_body_stops_at_the_end_of_the_file(site, make_mount):
+    server, _ = site
+    m = make_mount(server.url)
+    os.listdir(m.path())
+    server.faults.ignore_range = True
+    server.faults.surplus = -1  # chunked, never ends
+    check_cut(m)
+    deadline = time.time() + 30
+    while not server.requests("data.bin") and time.time() < deadline:
+        time.sleep(0.1)
+    # The daemon hung up soon after the end of the file (the server's
+    # socket buffers hold a few MB more).
+    assert sum(r[4] for r in server.requests("data.bin")) < SIZE + 32 * SIZE
