@@ -7,6 +7,7 @@
  */
 #include "fetch.h"
 #include "error.h"
+#include "headers.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -163,8 +164,7 @@ static size_t on_header(char *line, size_t size, size_t count, void *user)
 	} else if (len > 12 && !g_ascii_strncasecmp(line, "Retry-After:", 12)) {
 		g_autofree char *value = strip_header_value(line, len, 12);
 
-		if (g_ascii_isdigit(value[0]))
-			headers->retry_after = g_ascii_strtoll(value, NULL, 10);
+		headers->retry_after = hsm_retry_after_parse(value);
 	}
 	return len;
 }
@@ -341,10 +341,7 @@ static void fill_page(CURL *curl, HsmPage *page, GByteArray *body)
 	page->url = g_strdup(url);
 	page->is_html = type && (g_str_has_prefix(type, "text/html") ||
 				 g_str_has_prefix(type, "application/xhtml"));
-	if (type && strstr(type, "charset=")) {
-		page->charset = g_strdup(strstr(type, "charset=") + 8);
-		g_strdelimit(page->charset, "; \"", '\0');
-	}
+	page->charset = hsm_content_type_charset(type);
 }
 
 gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, HsmPage *page,
@@ -393,23 +390,13 @@ static size_t discard_body(char *data, size_t size, size_t count, void *user)
 	return 0; /* the headers are all we wanted */
 }
 
-/* "bytes 0-0/12345" -> 12345; G_MAXUINT64 when absent or "*". */
-static guint64 total_from_content_range(const char *value)
-{
-	const char *slash = value ? strrchr(value, '/') : NULL;
-
-	if (!slash || !g_ascii_isdigit(slash[1]))
-		return G_MAXUINT64;
-	return g_ascii_strtoull(slash + 1, NULL, 10);
-}
-
 static void fill_remote_info(CURL *curl, const ResponseHeaders *headers, HsmRemoteInfo *info)
 {
 	curl_off_t length = -1, filetime = -1;
 
 	curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
 	curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime);
-	info->size = headers->content_range ? total_from_content_range(headers->content_range)
+	info->size = headers->content_range ? hsm_content_range_total(headers->content_range)
 		     : length >= 0	      ? (guint64)length
 					      : G_MAXUINT64;
 	info->mtime = filetime;
@@ -501,21 +488,6 @@ static void run_head_task(HsmFetcher *fetcher, HeadTask *head)
 
 /* ---- Ranges ---- */
 
-/* "bytes first-last/total" of a 206.  (A last byte past the total is
- * cut later, with the other bytes past the end of the file.) */
-static gboolean parse_content_range(const char *value, guint64 *first, guint64 *last)
-{
-	char *end;
-
-	if (!value || g_ascii_strncasecmp(value, "bytes ", 6) || !g_ascii_isdigit(value[6]))
-		return FALSE;
-	*first = g_ascii_strtoull(value + 6, &end, 10);
-	if (*end != '-' || !g_ascii_isdigit(end[1]))
-		return FALSE;
-	*last = g_ascii_strtoull(end + 1, &end, 10);
-	return *end == '/' && *last >= *first && *last < G_MAXUINT64;
-}
-
 /* Looks at the status of a response, once, before its body. */
 static gboolean range_begin_response(RangeTransfer *t)
 {
@@ -526,7 +498,7 @@ static gboolean range_begin_response(RangeTransfer *t)
 	t->began = TRUE;
 	curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status == 206) {
-		if (!parse_content_range(t->headers.content_range, &first, &last) || first > t->next) {
+		if (!hsm_content_range_parse(t->headers.content_range, &first, &last) || first > t->next) {
 			g_set_error(&t->fatal, HSM_ERROR, EIO,
 				    "GET %s: bad Content-Range '%s' for bytes %" G_GUINT64_FORMAT "-",
 				    t->url, t->headers.content_range ? t->headers.content_range : "",

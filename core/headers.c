@@ -1,0 +1,76 @@
+/* Response header values: see headers.h.  Every number is checked to be
+ * digits that fit, since a hostile server chooses them. */
+#include "headers.h"
+
+#include <string.h>
+
+/* Parses the decimal number at *p (digits only, no sign, no overflow). */
+static gboolean parse_number(const char **p, guint64 *value)
+{
+	guint64 n = 0;
+
+	if (!g_ascii_isdigit(**p))
+		return FALSE;
+	for (; g_ascii_isdigit(**p); (*p)++) {
+		guint digit = **p - '0';
+
+		if (n > (G_MAXUINT64 - digit) / 10)
+			return FALSE;
+		n = n * 10 + digit;
+	}
+	*value = n;
+	return TRUE;
+}
+
+gboolean hsm_content_range_parse(const char *value, guint64 *first, guint64 *last)
+{
+	const char *p = value;
+
+	if (!p || g_ascii_strncasecmp(p, "bytes ", 6))
+		return FALSE;
+	p += 6;
+	if (!parse_number(&p, first) || *p++ != '-' || !parse_number(&p, last) || *p != '/')
+		return FALSE;
+	return *first <= *last && *last < G_MAXUINT64;
+}
+
+guint64 hsm_content_range_total(const char *value)
+{
+	const char *slash = value ? strrchr(value, '/') : NULL;
+	guint64 total;
+
+	if (!slash)
+		return G_MAXUINT64;
+	slash++;
+	if (!parse_number(&slash, &total) || *slash)
+		return G_MAXUINT64;
+	return total;
+}
+
+gint64 hsm_retry_after_parse(const char *value)
+{
+	guint64 seconds;
+
+	if (!value || !parse_number(&value, &seconds) || *value)
+		return -1;
+	return (gint64)MIN(seconds, 86400u);
+}
+
+char *hsm_content_type_charset(const char *value)
+{
+	const char *param = value ? strstr(value, "charset=") : NULL;
+	char *charset;
+
+	if (!param)
+		return NULL;
+	param += 8;
+	if (*param == '"')
+		param++;
+	charset = g_strdup(param);
+	g_strdelimit(charset, "; \"", '\0');
+	if (!*charset) {
+		g_free(charset);
+		return NULL;
+	}
+	return charset;
+}

@@ -1,0 +1,22 @@
+/* Values of HTTP response headers, as servers send them (untrusted). */
+#ifndef HSM_HEADERS_H
+#define HSM_HEADERS_H
+
+#include <glib.h>
+
+/* "bytes first-last/total" (total may be "*") of a 206.  FALSE unless both
+ * numbers are there and first <= last < G_MAXUINT64. */
+gboolean hsm_content_range_parse(const char *value, guint64 *first, guint64 *last);
+
+/* The total of "bytes .../total"; G_MAXUINT64 when absent, "*" or not a
+ * number. */
+guint64 hsm_content_range_total(const char *value);
+
+/* Seconds of a numeric Retry-After (at most a day), or -1 (dates are not
+ * worth honouring: a retry waits 30 s at most). */
+gint64 hsm_retry_after_parse(const char *value);
+
+/* The charset parameter of a Content-Type, or NULL. */
+char *hsm_content_type_charset(const char *value);
+
+#endif

@@ -1,0 +1,57 @@
+/* Response header values from untrusted servers. */
+#include "headers.h"
+
+static void test_content_range(void)
+{
+	guint64 first, last;
+
+	g_assert_true(hsm_content_range_parse("bytes 0-99/1000", &first, &last));
+	g_assert_cmpuint(first, ==, 0);
+	g_assert_cmpuint(last, ==, 99);
+	g_assert_true(hsm_content_range_parse("BYTES 5-5/*", &first, &last));
+	g_assert_cmpuint(hsm_content_range_total("bytes 0-99/1000"), ==, 1000);
+	g_assert_cmpuint(hsm_content_range_total("bytes 0-99/*"), ==, G_MAXUINT64);
+	g_assert_cmpuint(hsm_content_range_total("bytes */1000"), ==, 1000);
+
+	const char *bad[] = {
+		NULL, "", "bytes", "bytes -5/10", "bytes 5-/10", "bytes 9-5/10", "bytes 0-9",
+		"bytes +1-9/10", "bytes 0- 9/10", "items 0-9/10",
+		"bytes 0-18446744073709551615/*", "bytes 0-99999999999999999999/*",
+	};
+	for (guint i = 0; i < G_N_ELEMENTS(bad); i++)
+		g_assert_false(hsm_content_range_parse(bad[i], &first, &last));
+	g_assert_cmpuint(hsm_content_range_total("bytes 0-9/99999999999999999999"), ==,
+			 G_MAXUINT64);
+	g_assert_cmpuint(hsm_content_range_total("bytes 0-9/12x"), ==, G_MAXUINT64);
+	g_assert_cmpuint(hsm_content_range_total(NULL), ==, G_MAXUINT64);
+}
+
+static void test_retry_after(void)
+{
+	g_assert_cmpint(hsm_retry_after_parse("120"), ==, 120);
+	g_assert_cmpint(hsm_retry_after_parse("99999999999999999999999"), ==, -1);
+	g_assert_cmpint(hsm_retry_after_parse("9999999"), ==, 86400);
+	g_assert_cmpint(hsm_retry_after_parse("Wed, 21 Oct 2015 07:28:00 GMT"), ==, -1);
+	g_assert_cmpint(hsm_retry_after_parse("-5"), ==, -1);
+}
+
+static void test_charset(void)
+{
+	g_autofree char *a = hsm_content_type_charset("text/html; charset=ISO-8859-1");
+	g_autofree char *b = hsm_content_type_charset("text/html; charset=\"utf-8\"; x=y");
+	g_autofree char *c = hsm_content_type_charset("text/html; charset=");
+
+	g_assert_cmpstr(a, ==, "ISO-8859-1");
+	g_assert_cmpstr(b, ==, "utf-8");
+	g_assert_null(c);
+	g_assert_null(hsm_content_type_charset("text/html"));
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/headers/content-range", test_content_range);
+	g_test_add_func("/headers/retry-after", test_retry_after);
+	g_test_add_func("/headers/charset", test_charset);
+	return g_test_run();
+}
