@@ -223,21 +223,33 @@ static char *escaped_path(const char *relpath)
 	return g_uri_escape_string(relpath, "/", TRUE);
 }
 
-/* Loads the state of relpath if it exists and really is relpath's. */
-static GKeyFile *load_state(HsmStore *store, const char *relpath, const char *group)
+/* Parses a state text if it really is relpath's. */
+static GKeyFile *parse_state(const char *text, gsize len, const char *relpath,
+			     const char *group)
 {
-	g_autofree char *path = state_file(store, relpath, FALSE);
 	g_autofree char *expected = escaped_path(relpath);
 	g_autofree char *recorded = NULL;
 	GKeyFile *state = g_key_file_new();
 
-	if (!g_key_file_load_from_file(state, path, G_KEY_FILE_NONE, NULL) ||
+	if (!g_key_file_load_from_data(state, text, len, G_KEY_FILE_NONE, NULL) ||
 	    !(recorded = g_key_file_get_string(state, group, "path", NULL)) ||
 	    strcmp(recorded, expected)) {
 		g_key_file_unref(state);
 		return NULL;
 	}
 	return state;
+}
+
+/* Loads the state of relpath if it exists and really is relpath's. */
+static GKeyFile *load_state(HsmStore *store, const char *relpath, const char *group)
+{
+	g_autofree char *path = state_file(store, relpath, FALSE);
+	g_autofree char *text = NULL;
+	gsize len;
+
+	if (!g_file_get_contents(path, &text, &len, NULL))
+		return NULL;
+	return parse_state(text, len, relpath, group);
 }
 
 static gboolean save_state(HsmStore *store, const char *relpath, GKeyFile *state, GError **err)
@@ -251,9 +263,10 @@ static gboolean save_state(HsmStore *store, const char *relpath, GKeyFile *state
 					G_FILE_SET_CONTENTS_CONSISTENT, 0644, err);
 }
 
-gboolean hsm_store_load_file(HsmStore *store, const char *relpath, HsmFileState *state)
+gboolean hsm_file_state_parse(const char *text, gsize len, const char *relpath,
+			      HsmFileState *state)
 {
-	g_autoptr(GKeyFile) file = load_state(store, relpath, FILE_GROUP);
+	g_autoptr(GKeyFile) file = parse_state(text, len, relpath, FILE_GROUP);
 	g_autofree char *present = NULL;
 	HsmFileState loaded;
 
@@ -273,6 +286,16 @@ gboolean hsm_store_load_file(HsmStore *store, const char *relpath, HsmFileState 
 	hsm_file_state_clear(state);
 	*state = loaded;
 	return TRUE;
+}
+
+gboolean hsm_store_load_file(HsmStore *store, const char *relpath, HsmFileState *state)
+{
+	g_autofree char *path = state_file(store, relpath, FALSE);
+	g_autofree char *text = NULL;
+	gsize len;
+
+	return g_file_get_contents(path, &text, &len, NULL) &&
+	       hsm_file_state_parse(text, len, relpath, state);
 }
 
 gboolean hsm_store_save_file(HsmStore *store, const char *relpath, const HsmFileState *state,

@@ -55,6 +55,12 @@ typedef struct {
 void hsm_file_state_init(HsmFileState *state);
 void hsm_file_state_clear(HsmFileState *state);
 
+/* Parses the text of a state file (len bytes, as hsm_store_save_file()
+ * writes it) that should be relpath's: FALSE (state unchanged) unless it
+ * records relpath and its present ranges are well formed and end within its
+ * size.  The text is untrusted (a damaged or foreign cache). */
+gboolean hsm_file_state_parse(const char *text, gsize len, const char *relpath,
+			      HsmFileState *state);
 /* Loads the state of relpath; FALSE (state left empty) when there is none. */
 gboolean hsm_store_load_file(HsmStore *store, const char *relpath, HsmFileState *state);
 /* Replaces it atomically. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,37 @@ static void test_inconsistent_state_is_ignored(void)
 	remove_tree(dir);
 }
 
+/* The state text alone, as a damaged or foreign cache may hold it. */
+static void test_file_state_parse(void)
+{
+	static const char valid[] = "[file]\npath=a%20dir/f\nsize=10000\netag=\"x-1\"\n"
+				    "last-modified=1700000040\npresent=0-4096,8192-10000\n";
+	static const char past_end[] = "[file]\npath=f\nsize=100\npresent=0-50,90-101\n";
+	static const char bad_range[] = "[file]\npath=f\nsize=100\npresent=50-40\n";
+	static const char garbage[] = "\x89PNG\r\n\x1a\n\0\xff[file]\npath=f";
+	HsmFileState state;
+
+	hsm_file_state_init(&state);
+	g_assert_true(hsm_file_state_parse(valid, strlen(valid), "a dir/f", &state));
+	g_assert_cmpuint(state.size, ==, 10000);
+	g_assert_cmpstr(state.etag, ==, "\"x-1\"");
+	g_assert_cmpint(state.last_modified, ==, 1700000040);
+	g_assert_cmpuint(hsm_range_map_total(&state.present), ==, 4096 + 1808);
+	/* Failures leave the state as it was. */
+	g_assert_false(hsm_file_state_parse(valid, strlen(valid), "a dir/g", &state));
+	g_assert_false(hsm_file_state_parse(valid, strlen(valid), "a%20dir/f", &state));
+	g_assert_false(hsm_file_state_parse(past_end, strlen(past_end), "f", &state));
+	g_assert_false(hsm_file_state_parse(bad_range, strlen(bad_range), "f", &state));
+	g_assert_false(hsm_file_state_parse(garbage, sizeof(garbage) - 1, "f", &state));
+	g_assert_false(hsm_file_state_parse("", 0, "f", &state));
+	g_assert_cmpuint(state.size, ==, 10000);
+	g_assert_cmpuint(hsm_range_map_total(&state.present), ==, 4096 + 1808);
+	/* Only len bytes count: the same text cut before "present" is incomplete. */
+	g_assert_false(hsm_file_state_parse(valid, strstr(valid, "present") - valid, "a dir/f",
+					    &state));
+	hsm_file_state_clear(&state);
+}
+
 static void test_directories(void)
 {
 	g_autofree char *dir = make_tempdir();
@@ -158,6 +190,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/store/lock", test_one_daemon_per_cache);
 	g_test_add_func("/store/file-state", test_file_state_roundtrip);
 	g_test_add_func("/store/inconsistent", test_inconsistent_state_is_ignored);
+	g_test_add_func("/store/file-state-parse", test_file_state_parse);
 	g_test_add_func("/store/directories", test_directories);
 	g_test_add_func("/store/remote-mtime", test_remote_mtime);
 	return g_test_run();
