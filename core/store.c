@@ -278,8 +278,10 @@ gboolean hsm_file_state_parse(const char *text, gsize len, const char *relpath,
 	if (g_key_file_has_key(file, FILE_GROUP, "last-modified", NULL))
 		loaded.last_modified = g_key_file_get_int64(file, FILE_GROUP, "last-modified", NULL);
 	present = g_key_file_get_string(file, FILE_GROUP, "present", NULL);
+	/* No present byte at or past size: a range wholly past it would make
+	 * the total reach size and the file look complete with holes. */
 	if (!present || !hsm_range_map_parse(&loaded.present, present) ||
-	    hsm_range_map_first_missing(&loaded.present, loaded.size, G_MAXUINT64) != loaded.size) {
+	    hsm_range_map_next_present(&loaded.present, loaded.size) != G_MAXUINT64) {
 		hsm_file_state_clear(&loaded);
 		return FALSE;
 	}

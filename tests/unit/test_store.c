@@ -119,6 +119,7 @@ static void test_file_state_parse(void)
 	static const char valid[] = "[file]\npath=a%20dir/f\nsize=10000\netag=\"x-1\"\n"
 				    "last-modified=1700000040\npresent=0-4096,8192-10000\n";
 	static const char past_end[] = "[file]\npath=f\nsize=100\npresent=0-50,90-101\n";
+	static const char beyond[] = "[file]\npath=f\nsize=100\npresent=0-50,200-250\n";
 	static const char bad_range[] = "[file]\npath=f\nsize=100\npresent=50-40\n";
 	static const char garbage[] = "\x89PNG\r\n\x1a\n\0\xff[file]\npath=f";
 	HsmFileState state;
@@ -133,6 +134,8 @@ static void test_file_state_parse(void)
 	g_assert_false(hsm_file_state_parse(valid, strlen(valid), "a dir/g", &state));
 	g_assert_false(hsm_file_state_parse(valid, strlen(valid), "a%20dir/f", &state));
 	g_assert_false(hsm_file_state_parse(past_end, strlen(past_end), "f", &state));
+	/* Not even a range wholly past the end (its total would make it look complete). */
+	g_assert_false(hsm_file_state_parse(beyond, strlen(beyond), "f", &state));
 	g_assert_false(hsm_file_state_parse(bad_range, strlen(bad_range), "f", &state));
 	g_assert_false(hsm_file_state_parse(garbage, sizeof(garbage) - 1, "f", &state));
 	g_assert_false(hsm_file_state_parse("", 0, "f", &state));
