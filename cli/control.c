@@ -114,12 +114,15 @@ static void do_prefetch(HsmControl *control, int fd, const char *relpath)
 	for (guint64 offset = 0; offset < status.size; offset += PREFETCH_STEP) {
 		HsmFileStatus now;
 
-		if (!hsm_file_ensure(file, offset, PREFETCH_STEP, &err))
+		if (!hsm_file_ensure(file, offset, PREFETCH_STEP, NULL, &err))
 			break;
 		hsm_file_get_status(file, &now);
 		reply(fd, "progress %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", now.present,
 		      now.size);
 	}
+	/* "done" means it survives a crash from now on. */
+	if (!err)
+		hsm_file_save(file, &err);
 	if (err)
 		reply_error(fd, err);
 	else

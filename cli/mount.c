@@ -33,6 +33,7 @@ typedef struct {
 	gint max_connections;
 	gint retries;
 	gint stall_timeout;
+	char *min_rate;
 	char *min_window;
 	char *max_window;
 	gboolean verbose;
@@ -138,8 +139,11 @@ static GOptionContext *mount_context(MountOptions *o)
 		{ "retries", 0, 0, G_OPTION_ARG_INT, &o->retries,
 		  "Retries of a failed request, with backoff (default: 5)", "N" },
 		{ "timeout", 0, 0, G_OPTION_ARG_INT, &o->stall_timeout,
-		  "Give up a transfer that received nothing for this long (default: 30)",
+		  "Window over which a transfer must average --min-rate (default: 30)",
 		  "SECONDS" },
+		{ "min-rate", 0, 0, G_OPTION_ARG_STRING, &o->min_rate,
+		  "Slowest transfer accepted, in bytes per second; slower ones fail and are "
+		  "retried (default: 1K)", "SIZE" },
 		{ "min-window", 0, 0, G_OPTION_ARG_STRING, &o->min_window,
 		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
 		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
@@ -168,6 +172,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->proxy);
 	g_free(o->cacert);
 	g_free(o->user_agent);
+	g_free(o->min_rate);
 	g_free(o->min_window);
 	g_free(o->max_window);
 	g_free(o->log_file);
@@ -176,6 +181,8 @@ static void mount_options_clear(MountOptions *o)
 static gboolean tree_options_from(const MountOptions *o, const char *url,
 				  HsmTreeOptions *tree, GError **err)
 {
+	guint64 min_rate = 0;
+
 	hsm_tree_options_init(tree);
 	tree->url = hsm_url_normalize_base(url, err);
 	if (!tree->url)
@@ -194,6 +201,10 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 		tree->fetch.retries = o->retries;
 	if (o->stall_timeout > 0)
 		tree->fetch.stall_timeout = o->stall_timeout;
+	if (!parse_size(o->min_rate, &min_rate, err))
+		return FALSE;
+	if (min_rate)
+		tree->fetch.min_rate = (guint)MIN(min_rate, G_MAXUINT);
 	return parse_size(o->min_window, &tree->min_window, err) &&
 	       parse_size(o->max_window, &tree->max_window, err);
 }

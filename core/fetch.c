@@ -14,6 +14,8 @@
 #include <string.h>
 
 #define RANGE_BUFFER_SIZE (512L * 1024)
+/* A transfer running this long lends its pool slot to queued work. */
+#define LEND_SLOT_AFTER_USEC (3 * G_USEC_PER_SEC)
 
 struct HsmFetcher {
 	HsmFetchOptions options;
@@ -21,7 +23,20 @@ struct HsmFetcher {
 	GMutex share_locks[CURL_LOCK_DATA_LAST];
 	GThreadPool *pool;
 	gint aborting;           /* atomic: set by hsm_fetcher_free() */
+	GMutex lent_lock;
+	guint lent;              /* slots lent by long transfers; protected by lent_lock */
 };
+
+typedef struct RangeTransfer RangeTransfer;
+
+/* One request in flight, as its progress callback sees it. */
+typedef struct {
+	HsmFetcher *fetcher;
+	RangeTransfer *range;    /* NULL for pages and HEADs */
+	gboolean pooled;         /* runs on a pool thread */
+	gint64 started;          /* monotonic usec */
+	gboolean lent;           /* its slot was lent */
+} Running;
 
 /* The headers of the final response (redirects and 1xx reset them). */
 typedef struct {
@@ -53,7 +68,7 @@ typedef struct {
 	Batch *batch;
 } HeadTask;
 
-typedef struct {
+struct RangeTransfer {
 	char *url;
 	guint64 start, end;
 	guint64 size;            /* the file's known size: no byte at or past it is written */
@@ -69,7 +84,7 @@ typedef struct {
 	guint64 stream_limit;    /* bytes past this are not written */
 	gboolean overran;        /* the response sent bytes past stream_limit */
 	GError *fatal;           /* a non-retryable error from a callback */
-} RangeTransfer;
+};
 
 void hsm_fetch_options_init(HsmFetchOptions *options)
 {
@@ -78,6 +93,7 @@ void hsm_fetch_options_init(HsmFetchOptions *options)
 		.retries = 5,
 		.connect_timeout = 15,
 		.stall_timeout = 30,
+		.min_rate = 1024,
 		.retry_delay_ms = 250,
 	};
 }
@@ -136,11 +152,45 @@ static gboolean aborting(HsmFetcher *fetcher)
 	return g_atomic_int_get(&fetcher->aborting);
 }
 
-static int abort_check(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+/* The pool may run one more thread per lent slot. */
+static void set_lent(HsmFetcher *fetcher, int delta)
+{
+	guint max = fetcher->options.max_connections;
+
+	g_mutex_lock(&fetcher->lent_lock);
+	fetcher->lent += delta;
+	/* A pool being freed takes no new limit. */
+	if (!aborting(fetcher))
+		g_thread_pool_set_max_threads(fetcher->pool, (gint)(max + MIN(fetcher->lent, max)),
+					      NULL);
+	g_mutex_unlock(&fetcher->lent_lock);
+}
+
+static void running_end(Running *running)
+{
+	if (running->lent)
+		set_lent(running->fetcher, -1);
+	running->lent = FALSE;
+}
+
+static gboolean range_wanted(RangeTransfer *t);
+
+/* libcurl's progress callback, called about once a second even when no
+ * byte moves: non-zero aborts the transfer. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 		       curl_off_t ulnow)
 {
+	Running *running = user;
+
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return aborting(user) ? 1 : 0;
+	if (aborting(running->fetcher))
+		return 1;
+	if (running->pooled && !running->lent &&
+	    g_get_monotonic_time() - running->started > LEND_SLOT_AFTER_USEC) {
+		running->lent = TRUE;
+		set_lent(running->fetcher, 1);
+	}
+	return running->range && !range_wanted(running->range);
 }
 
 static char *strip_header_value(const char *line, gsize len, gsize name_len)
@@ -170,8 +220,9 @@ static size_t on_header(char *line, size_t size, size_t count, void *user)
 }
 
 /* A handle with everything common to all requests set. */
-static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *headers)
+static CURL *new_handle(Running *running, const char *url, ResponseHeaders *headers)
 {
+	HsmFetcher *fetcher = running->fetcher;
 	const HsmFetchOptions *o = &fetcher->options;
 	CURL *curl = curl_easy_init();
 
@@ -190,7 +241,7 @@ static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *h
 	 * libcurl's default (4) would close most of them on return. */
 	curl_easy_setopt(curl, CURLOPT_MAXCONNECTS, (long)o->max_connections * 2);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)o->connect_timeout);
-	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, (long)MAX(o->min_rate, 1u));
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, (long)o->stall_timeout);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT,
 			 o->user_agent ? o->user_agent : "httphsm/" HTTPHSM_VERSION);
@@ -207,8 +258,8 @@ static CURL *new_handle(HsmFetcher *fetcher, const char *url, ResponseHeaders *h
 		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
 	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_check);
-	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, fetcher);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, running);
 	response_headers_clear(headers);
 	headers->error[0] = '\0';
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, headers->error);
@@ -348,12 +399,13 @@ gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, Hs
 			GError **err)
 {
 	ResponseHeaders headers = { 0 };
+	Running running = { .fetcher = fetcher, .started = g_get_monotonic_time() };
 	gboolean ok = FALSE;
 
 	memset(page, 0, sizeof(*page));
 	for (guint attempt = 0;; attempt++) {
 		PageSink sink = { g_byte_array_new(), max_size, FALSE };
-		CURL *curl = new_handle(fetcher, url, &headers);
+		CURL *curl = new_handle(&running, url, &headers);
 		CURLcode rc;
 		long status;
 
@@ -409,11 +461,12 @@ static void fill_remote_info(CURL *curl, const ResponseHeaders *headers, HsmRemo
 static void run_head(HsmFetcher *fetcher, HsmHeadJob *job)
 {
 	ResponseHeaders headers = { 0 };
+	Running running = { fetcher, NULL, TRUE, g_get_monotonic_time(), FALSE };
 	gboolean use_get = FALSE;
 	guint attempt = 0;
 
 	for (;;) {
-		CURL *curl = new_handle(fetcher, job->url, &headers);
+		CURL *curl = new_handle(&running, job->url, &headers);
 		gboolean again = FALSE;
 		CURLcode rc;
 		long status;
@@ -441,6 +494,7 @@ static void run_head(HsmFetcher *fetcher, HsmHeadJob *job)
 		if (!again)
 			break;
 	}
+	running_end(&running);
 	response_headers_clear(&headers);
 }
 
@@ -563,8 +617,20 @@ static void finish_range(RangeTransfer *t, GError *err)
 	g_free(t);
 }
 
+static gboolean range_wanted(RangeTransfer *t)
+{
+	if (!t->sink.wanted || t->sink.wanted(t->user_data))
+		return TRUE;
+	if (!t->fatal)
+		g_set_error(&t->fatal, HSM_ERROR, ECANCELED,
+			    "GET %s: bytes %" G_GUINT64_FORMAT "-: nobody waits for them any more",
+			    t->url, t->next);
+	return FALSE;
+}
+
 static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 {
+	Running running = { fetcher, t, TRUE, g_get_monotonic_time(), FALSE };
 	GError *err = NULL;
 
 	for (guint attempt = 0;; attempt++) {
@@ -572,7 +638,7 @@ static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 		CURLcode rc;
 		long status;
 
-		t->curl = new_handle(fetcher, t->url, &t->headers);
+		t->curl = new_handle(&running, t->url, &t->headers);
 		t->began = t->unwanted = FALSE;
 		g_snprintf(range, sizeof(range), "%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, t->next,
 			   t->end - 1);
@@ -599,10 +665,15 @@ static void run_range(HsmFetcher *fetcher, RangeTransfer *t)
 				    t->url, t->next, t->start, t->end);
 			break;
 		}
+		if (!range_wanted(t)) {
+			err = g_steal_pointer(&t->fatal);
+			break;
+		}
 		if (!should_retry(fetcher, "GET", t->url, attempt, t->unwanted ? CURLE_OK : rc,
 				  t->unwanted ? status : 0, &t->headers, &err))
 			break;
 	}
+	running_end(&running);
 	response_headers_clear(&t->headers);
 	finish_range(t, err);
 }
@@ -656,6 +727,7 @@ HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options)
 	fetcher->options.max_connections = MAX(options->max_connections, 1u);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		g_mutex_init(&fetcher->share_locks[i]);
+	g_mutex_init(&fetcher->lent_lock);
 	fetcher->share = curl_share_init();
 	curl_share_setopt(fetcher->share, CURLSHOPT_LOCKFUNC, share_lock);
 	curl_share_setopt(fetcher->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
@@ -677,6 +749,7 @@ void hsm_fetcher_free(HsmFetcher *fetcher)
 	curl_share_cleanup(fetcher->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		g_mutex_clear(&fetcher->share_locks[i]);
+	g_mutex_clear(&fetcher->lent_lock);
 	hsm_fetch_options_clear(&fetcher->options);
 	g_free(fetcher);
 }

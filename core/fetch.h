@@ -4,6 +4,11 @@
  * connection cache (so HEADs and ranges reuse keep-alive connections), and
  * retries transient failures (5xx, 429, resets, stalls) with backoff before
  * reporting an error whose code is an errno (see error.h).
+ *
+ * A transfer slower than min_rate over stall_timeout fails (and is
+ * retried).  A transfer that has held its slot for a few seconds lends it:
+ * the pool grows by one thread, up to twice max_connections, so slow or
+ * long transfers never keep a new read waiting for long.
  */
 #ifndef HSM_FETCH_H
 #define HSM_FETCH_H
@@ -20,7 +25,8 @@ typedef struct {
 	guint max_connections; /* parallel transfers */
 	guint retries;         /* attempts after the first one */
 	guint connect_timeout; /* seconds */
-	guint stall_timeout;   /* seconds without a received byte */
+	guint stall_timeout;   /* seconds over which a transfer must average... */
+	guint min_rate;        /* ...at least this many bytes per second */
 	guint retry_delay_ms;  /* first backoff delay; doubles each attempt */
 } HsmFetchOptions;
 
@@ -81,6 +87,9 @@ typedef struct {
 	/* Called once: err is NULL when all of [start, end) was written; the
 	 * callee owns err. */
 	void (*done)(gpointer user_data, GError *err);
+	/* Polled while the transfer runs and before each retry: FALSE when
+	 * nobody wants its bytes any more, which ends it with ECANCELED. */
+	gboolean (*wanted)(gpointer user_data);
 } HsmRangeSink;
 
 /* Queues a GET of [start, end) of url, a file of size bytes (G_MAXUINT64:

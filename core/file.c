@@ -21,12 +21,16 @@
 /* A failed range fails at once for a while, rather than costing another
  * round of retries per reader system call (and kernel readahead). */
 #define FAILURE_MEMORY_USEC (2 * G_USEC_PER_SEC)
+/* A fetch nobody has waited for this long is cancelled (a read-ahead whose
+ * reader went away, a trickle its readers gave up on). */
+#define UNWANTED_AFTER_USEC (10 * G_USEC_PER_SEC)
 
 typedef struct {
 	HsmFile *file;
 	guint refs;              /* protected by file->lock */
 	guint64 start, end;      /* bytes it will write; protected by file->lock */
 	guint generation;        /* the file's generation when it started */
+	gint64 wanted_until;     /* monotonic usec; protected by file->lock */
 	gboolean finished;       /* protected by file->lock */
 	GError *error;           /* set when finished with an error */
 } Fetch;
@@ -62,9 +66,18 @@ static void wake_waiters(HsmFile *file, gboolean all)
 	}
 }
 
-/* Waits until fetch wrote [from, until) or finished.  Called with
- * file->lock held. */
-static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until)
+/* How often a waiter that can be interrupted looks at its flag. */
+#define INTERRUPT_POLL_USEC (200 * 1000)
+
+static gboolean is_interrupted(const gint *interrupted)
+{
+	return interrupted && g_atomic_int_get(interrupted);
+}
+
+/* Waits until fetch wrote [from, until) or finished, or *interrupted is
+ * set.  Called with file->lock held. */
+static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until,
+		     const gint *interrupted)
 {
 	Waiter w = { .from = from, .until = until, .fetch = fetch };
 	guint generation = file->generation;
@@ -72,8 +85,14 @@ static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until)
 	g_cond_init(&w.ready);
 	g_ptr_array_add(file->waiters, &w);
 	while (!fetch->finished && generation == file->generation &&
-	       !hsm_range_map_contains(&file->state.present, from, until))
-		g_cond_wait(&w.ready, &file->lock);
+	       !hsm_range_map_contains(&file->state.present, from, until) &&
+	       !is_interrupted(interrupted)) {
+		if (interrupted)
+			g_cond_wait_until(&w.ready, &file->lock,
+					  g_get_monotonic_time() + INTERRUPT_POLL_USEC);
+		else
+			g_cond_wait(&w.ready, &file->lock);
+	}
 	g_ptr_array_remove_fast(file->waiters, &w);
 	g_cond_clear(&w.ready);
 }
@@ -129,7 +148,7 @@ HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
 void hsm_file_free(HsmFile *file)
 {
 	g_assert(file->fetches->len == 0);
-	hsm_file_save(file);
+	hsm_file_save(file, NULL);
 	close(file->fd);
 	hsm_file_state_clear(&file->state);
 	g_clear_error(&file->failure);
@@ -153,9 +172,9 @@ void hsm_file_get_status(HsmFile *file, HsmFileStatus *status)
 
 /* ---- Saving ---- */
 
-void hsm_file_save(HsmFile *file)
+gboolean hsm_file_save(HsmFile *file, GError **err)
 {
-	g_autoptr(GError) err = NULL;
+	GError *local = NULL;
 	HsmFileState snapshot;
 
 	g_mutex_lock(&file->save_lock);
@@ -163,7 +182,7 @@ void hsm_file_save(HsmFile *file)
 	if (!file->dirty || g_atomic_int_get(&file->detached)) {
 		g_mutex_unlock(&file->lock);
 		g_mutex_unlock(&file->save_lock);
-		return;
+		return TRUE;
 	}
 	snapshot = file->state;
 	snapshot.etag = g_strdup(file->state.etag);
@@ -172,16 +191,21 @@ void hsm_file_save(HsmFile *file)
 	g_mutex_unlock(&file->lock);
 
 	/* The bytes must be durable before the state that calls them present. */
-	if (fdatasync(file->fd) < 0 ||
-	    !hsm_store_save_file(file->tree->store, file->relpath, &snapshot, &err)) {
-		g_warning("cannot save the state of %s: %s", file->relpath,
-			  err ? err->message : g_strerror(errno));
+	if (fdatasync(file->fd) < 0)
+		g_set_error(&local, HSM_ERROR, errno, "cannot save the state of %s: %s",
+			    file->relpath, g_strerror(errno));
+	else if (!hsm_store_save_file(file->tree->store, file->relpath, &snapshot, &local))
+		g_prefix_error(&local, "cannot save the state of %s: ", file->relpath);
+	if (local) {
+		g_warning("%s", local->message);
 		g_mutex_lock(&file->lock);
 		file->dirty = TRUE;
 		g_mutex_unlock(&file->lock);
+		g_propagate_error(err, local);
 	}
 	hsm_file_state_clear(&snapshot);
 	g_mutex_unlock(&file->save_lock);
+	return local == NULL;
 }
 
 /* ---- Remote changes ---- */
@@ -377,10 +401,24 @@ static void fetch_done(gpointer user_data, GError *err)
 	hsm_file_unref(file);
 }
 
+/* Wanted while a reader waits for it (each holds a reference besides the
+ * transfer's), or a reader did not long ago. */
+static gboolean fetch_wanted(gpointer user_data)
+{
+	Fetch *fetch = user_data;
+	gboolean wanted;
+
+	g_mutex_lock(&fetch->file->lock);
+	wanted = fetch->refs > 1 || g_get_monotonic_time() < fetch->wanted_until;
+	g_mutex_unlock(&fetch->file->lock);
+	return wanted;
+}
+
 static const HsmRangeSink fetch_sink = {
 	.check = fetch_check,
 	.write = fetch_write,
 	.done = fetch_done,
+	.wanted = fetch_wanted,
 };
 
 /* The running fetch that will write byte offset, or NULL. */
@@ -421,6 +459,7 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	fetch->file = file;
 	fetch->refs = 1; /* the transfer's */
 	fetch->generation = file->generation;
+	fetch->wanted_until = g_get_monotonic_time() + UNWANTED_AFTER_USEC;
 	fetch->start = start;
 	fetch->end = MIN(align_up(MAX(want_end, start + file->window)), fetch_limit(file, missing));
 	g_ptr_array_add(file->fetches, fetch);
@@ -477,7 +516,8 @@ static void read_ahead(HsmFile *file, guint64 from)
 	start_fetch(file, ahead, ahead + file->window);
 }
 
-gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err)
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const gint *interrupted,
+			 GError **err)
 {
 	gboolean sequential, started = FALSE, ok = TRUE;
 	guint generation;
@@ -510,8 +550,14 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError *
 			started = TRUE;
 		}
 		fetch->refs++;
-		wait_for(file, fetch, missing, MIN(end, fetch->end));
-		if (fetch->finished && fetch->error &&
+		wait_for(file, fetch, missing, MIN(end, fetch->end), interrupted);
+		fetch->wanted_until = g_get_monotonic_time() + UNWANTED_AFTER_USEC;
+		if (is_interrupted(interrupted)) {
+			g_set_error(err, HSM_ERROR, EINTR, "%s: the read was interrupted",
+				    file->relpath);
+			ok = FALSE;
+		}
+		if (ok && fetch->finished && fetch->error &&
 		    !hsm_range_map_contains(&file->state.present, missing, missing + 1)) {
 			g_propagate_error(err, g_error_copy(fetch->error));
 			ok = FALSE;
@@ -562,7 +608,7 @@ gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 		return FALSE;
 	}
 	if (forget_all(file, freed, err)) {
-		hsm_file_save(file); /* absent on disk before the bytes go */
+		hsm_file_save(file, NULL); /* absent on disk before the bytes go */
 		ok = punch_all(file) == 0;
 		if (!ok)
 			g_set_error(err, HSM_ERROR, errno, "%s: cannot free the space: %s",

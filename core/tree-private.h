@@ -49,8 +49,6 @@ struct HsmFile {
 /* file.c */
 HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err);
 void hsm_file_free(HsmFile *file);
-/* Persists the file's state if it changed; safe from any thread. */
-void hsm_file_save(HsmFile *file);
 
 /* Forgets everything in memory about relpath and what is below it: the
  * entry was removed from the cache tree. */

@@ -196,7 +196,7 @@ static void flush_files(HsmTree *tree, gboolean all)
 	}
 	g_mutex_unlock(&tree->lock);
 	for (guint i = 0; i < to_save->len; i++) {
-		hsm_file_save(to_save->pdata[i]);
+		hsm_file_save(to_save->pdata[i], NULL);
 		hsm_file_unref(to_save->pdata[i]);
 	}
 	for (guint i = 0; i < to_free->len; i++)

@@ -65,8 +65,17 @@ HsmFile *hsm_file_ref(HsmFile *file);
 void hsm_file_unref(HsmFile *file);
 
 /* Blocks until [offset, offset + length) (clipped to the file size) is
- * present in the cache file, fetching what is missing. */
-gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, GError **err);
+ * present in the cache file, fetching what is missing.  When interrupted
+ * is not NULL, another thread may set it (atomically) to make the call
+ * return with EINTR; a fetch nobody waits for is then cancelled after a
+ * while. */
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const gint *interrupted,
+			 GError **err);
+
+/* Makes the file's fetched bytes, then the state that lists them, durable
+ * now (the daemon otherwise saves changed states once a second).  Safe
+ * from any thread. */
+gboolean hsm_file_save(HsmFile *file, GError **err);
 
 typedef struct {
 	guint64 size;

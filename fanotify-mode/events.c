@@ -102,7 +102,7 @@ static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **
 	if (!file)
 		return FALSE;
 	ok = hsm_file_ensure(file, ev->has_range ? ev->offset : 0,
-			     ev->has_range ? ev->count : G_MAXUINT64, err);
+			     ev->has_range ? ev->count : G_MAXUINT64, NULL, err);
 	hsm_file_get_status(file, &status);
 	if (ok && status.present == status.size)
 		ignore_from_now_on(fan, ev->group, ev->fd, FAN_PRE_ACCESS);

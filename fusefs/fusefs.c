@@ -335,15 +335,28 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* The kernel interrupts a read whose reader got a signal (killed, or ^C):
+ * it stops waiting for the bytes, so the reader goes away at once. */
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)req;
+	g_atomic_int_set((gint *)data, 1);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 		    struct fuse_file_info *fi)
 {
 	OpenFile *open_file = (OpenFile *)(uintptr_t)fi->fh;
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 	GError *err = NULL;
+	gint interrupted = 0;
+	gboolean ok;
 
 	(void)ino;
-	if (!hsm_file_ensure(open_file->file, (guint64)offset, size, &err)) {
+	fuse_req_interrupt_func(req, on_interrupt, &interrupted);
+	ok = hsm_file_ensure(open_file->file, (guint64)offset, size, &interrupted, &err);
+	fuse_req_interrupt_func(req, NULL, NULL);
+	if (!ok) {
 		reply_gerror(req, err);
 		return;
 	}

@@ -130,3 +130,57 @@ def test_endless_body_stops_at_the_end_of_the_file(site, make_mount):
     # The daemon hung up soon after the end of the file (the server's
     # socket buffers hold a few MB more).
     assert sum(r[4] for r in server.requests("data.bin")) < SIZE + 32 * SIZE
+
+
+def test_trickles_block_neither_other_files_nor_their_readers(site, make_mount):
+    server, root = site
+    for i in range(8):
+        (root / f"t{i}.slow").write_bytes(b"t" * 50_000)
+    # 4 bytes/s: more than libcurl's old 1 B/s floor, far less than --min-rate.
+    server.faults.trickle_path = ".slow"
+    m = make_mount(server.url, "--max-connections", "8")
+    os.listdir(m.path())
+    readers = [subprocess.Popen(["dd", f"if={m.path(f't{i}.slow')}", "of=/dev/null",
+                                 "bs=4096", "count=1"], stderr=subprocess.DEVNULL)
+               for i in range(8)]
+    time.sleep(1)
+    assert all(r.poll() is None for r in readers)  # all 8 connections trickle
+
+    # A healthy file is read while the 8 trickles hold every connection.
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("data",
+                                                               read_all(m.path("other.bin"))),
+                              daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert result["data"] == content("other")
+
+    # Readers who give up go away at once, whatever the server does.
+    for r in readers:
+        r.kill()
+    for r in readers:
+        r.wait(30)
+    if m.mode == "fuse":
+        # ...and nobody waits for the trickles now: they are hung up on.
+        deadline = time.time() + 40
+        while len(server.requests(".slow")) < 8 and time.time() < deadline:
+            time.sleep(0.5)
+        trickled = server.requests(".slow")
+        assert len(trickled) == 8
+        assert all(r[4] < 1000 for r in trickled)
+        assert "nobody waits for them any more" not in m.log()  # not an error
+    assert m.daemon_alive()
+
+
+def test_prefetch_is_durable_once_it_says_done(site, make_mount, tmp_path):
+    server, _ = site
+    m = make_mount(server.url, name="first")
+    os.listdir(m.path())
+    subprocess.run([httphsm_binary(), "prefetch", m.path("data.bin")], check=True,
+                   capture_output=True, timeout=120)
+    m.kill()  # at once: before the once-a-second state flush
+    server.reset()
+    m2 = make_mount(server.url, name="second", cache=m.cache_dir)
+    assert read_all(m2.path("data.bin")) == content("data")
+    assert server.requests("data.bin") == []  # nothing fetched again
