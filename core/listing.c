@@ -1,15 +1,17 @@
 /* Directory index pages: see listing.h.
  *
- * The page is parsed with libxml2's forgiving HTML parser.  Each <a href>
- * that resolves to a direct child of the page's URL is an entry; its size and
- * mtime come from the rest of its table row (<tr>), or from the text that
- * follows it on the same line (<pre> listings), or are unknown (<li> lists).
+ * The page is parsed with libxml2's forgiving HTML parser, as SAX events.
+ * Each <a href> that resolves to a direct child of the page's URL is an
+ * entry; its size and mtime come from the rest of its table row (<tr>), or
+ * from the text that follows it on the same line (<pre> listings), or are
+ * unknown (<li> lists).
  */
 #include "listing.h"
 #include "url.h"
 
 #include <curl/curl.h>
 #include <libxml/HTMLparser.h>
+#include <libxml/parserInternals.h>
 #include <string.h>
 
 /* Where the page lives: links are resolved and compared against this. */
@@ -323,35 +325,33 @@ static void parse_row_text(const char *text, RowInfo *info)
 		parse_size_token(size_match, info);
 }
 
-static gboolean is_element(const xmlNode *node, const char *name)
-{
-	return node->type == XML_ELEMENT_NODE && !g_ascii_strcasecmp((const char *)node->name, name);
-}
-
-static char *get_attr(const xmlNode *node, const char *name)
-{
-	xmlChar *value = xmlGetProp(node, (const xmlChar *)name);
-	char *copy = value ? g_strdup((const char *)value) : NULL;
-
-	xmlFree(value);
-	return copy;
-}
-
 /* Caddy puts the exact size in data-order (or data-size) and the time in
  * <time datetime="...">. */
-static void parse_row_attributes(const xmlNode *node, RowInfo *info)
+static void parse_row_attributes(const xmlChar **attrs, RowInfo *info)
 {
-	g_autofree char *order = get_attr(node, "data-order");
-	g_autofree char *size = order ? g_steal_pointer(&order) : get_attr(node, "data-size");
-	g_autofree char *datetime = get_attr(node, "datetime");
+	const char *size = NULL, *datetime = NULL;
 
-	if (size && g_ascii_isdigit(g_strstrip(size)[0]) && !info->have_size) {
+	for (; attrs && attrs[0]; attrs += 2) {
+		const char *name = (const char *)attrs[0], *value = (const char *)attrs[1];
+
+		if (!value)
+			continue;
+		if (!g_ascii_strcasecmp(name, "data-order") ||
+		    (!size && !g_ascii_strcasecmp(name, "data-size")))
+			size = value;
+		else if (!g_ascii_strcasecmp(name, "datetime"))
+			datetime = value;
+	}
+	while (size && g_ascii_isspace(*size))
+		size++;
+	if (size && g_ascii_isdigit(*size) && !info->have_size) {
 		info->size = g_ascii_strtoull(size, NULL, 10);
 		info->have_size = info->size_exact = info->size <= G_MAXINT64;
 	}
 	if (datetime && info->mtime < 0) {
 		g_autoptr(GTimeZone) utc = g_time_zone_new_utc();
-		GDateTime *time = g_date_time_new_from_iso8601(g_strstrip(datetime), utc);
+		g_autofree char *stripped = g_strstrip(g_strdup(datetime));
+		GDateTime *time = g_date_time_new_from_iso8601(stripped, utc);
 
 		if (time) {
 			info->mtime = g_date_time_to_unix(time);
@@ -359,75 +359,6 @@ static void parse_row_attributes(const xmlNode *node, RowInfo *info)
 			g_date_time_unref(time);
 		}
 	}
-}
-
-/* Appends the text of node and its descendants; parses their attributes. */
-static void collect_subtree(const xmlNode *node, GString *text, RowInfo *info)
-{
-	if (node->type == XML_TEXT_NODE) {
-		g_string_append(text, (const char *)node->content);
-		return;
-	}
-	if (node->type != XML_ELEMENT_NODE)
-		return;
-	parse_row_attributes(node, info);
-	for (const xmlNode *child = node->children; child; child = child->next)
-		collect_subtree(child, text, info);
-}
-
-static const xmlNode *enclosing(const xmlNode *node, const char *name)
-{
-	for (; node; node = node->parent)
-		if (is_element(node, name))
-			return node;
-	return NULL;
-}
-
-/* A table row: everything after the cell holding the link. */
-static void row_info_from_table(const xmlNode *link, const xmlNode *row, RowInfo *info)
-{
-	const xmlNode *cell = link;
-	GString *text = g_string_new(NULL);
-
-	while (cell->parent != row)
-		cell = cell->parent;
-	for (const xmlNode *node = cell->next; node; node = node->next) {
-		g_string_append_c(text, ' ');
-		collect_subtree(node, text, info);
-	}
-	parse_row_text(text->str, info);
-	g_string_free(text, TRUE);
-}
-
-/* A preformatted line: the text after the link, up to the end of the line. */
-static void row_info_from_line(const xmlNode *link, RowInfo *info)
-{
-	GString *text = g_string_new(NULL);
-
-	for (const xmlNode *node = link->next; node; node = node->next) {
-		const char *newline;
-
-		collect_subtree(node, text, info);
-		newline = strchr(text->str, '\n');
-		if (newline) {
-			g_string_truncate(text, newline - text->str);
-			break;
-		}
-	}
-	parse_row_text(text->str, info);
-	g_string_free(text, TRUE);
-}
-
-static RowInfo row_info_for_link(const xmlNode *link)
-{
-	RowInfo info = { .mtime = -1, .mtime_precision = 1 };
-	const xmlNode *row = enclosing(link, "tr");
-
-	if (row)
-		row_info_from_table(link, row, &info);
-	else if (!enclosing(link, "li"))
-		row_info_from_line(link, &info);
-	return info;
 }
 
 /* A name may be linked twice (icon and text); keep what each link knows. */
@@ -457,29 +388,241 @@ static void add_entry(GHashTable *by_name, char *name, HsmEntryType type, const 
 	}
 }
 
-static void collect_links(const xmlNode *node, const PageLocation *page, GHashTable *by_name,
-			  guint *refused)
+/* ---- The page, read as a stream of SAX events ----
+ *
+ * No document tree is built (a 1,000,000-entry page would take ~1 GB as
+ * one).  A link's row is what follows it: in a table, the cells after the
+ * one holding the link, up to the end of the row; elsewhere, the text after
+ * the link up to the end of its line (or of its parent element, or the
+ * next link); inside <li>, nothing.
+ */
+
+/* A few links may share a table row (an icon link, then the name). */
+#define MAX_LINKS_PER_ROW 4
+
+typedef enum {
+	ELEMENT_OTHER,
+	ELEMENT_TR,
+	ELEMENT_LI,
+} ElementKind;
+
+/* A link whose row is being read. */
+typedef struct {
+	char *name;
+	HsmEntryType type;
+	RowInfo info;
+	guint start_at;          /* collect once the element at this depth closed */
+	guint end_at;            /* the row ends when the element at this depth closes */
+	gboolean collecting;
+	GString *text;
+} PendingRow;
+
+typedef struct {
+	const PageLocation *page;
+	GHashTable *by_name;
+	guint *refused;
+	GArray *open;            /* ElementKind of each open element */
+	PendingRow table[MAX_LINKS_PER_ROW];
+	guint table_rows;        /* links of the current table row */
+	PendingRow line;         /* the <pre>-style link, when line.name */
+} PageReader;
+
+static void pending_finish(PageReader *reader, PendingRow *row)
 {
-	for (; node; node = node->next) {
-		if (is_element(node, "a")) {
-			g_autofree char *href = get_attr(node, "href");
-			HsmEntryType type;
-			gboolean hostile;
-			char *name = href ? child_name_from_href(page, href, &type, &hostile) : NULL;
+	if (!row->name)
+		return;
+	if (row->text)
+		parse_row_text(row->text->str, &row->info);
+	add_entry(reader->by_name, row->name, row->type, &row->info);
+	if (row->text)
+		g_string_free(row->text, TRUE);
+	memset(row, 0, sizeof(*row));
+}
 
-			if (name) {
-				RowInfo info = row_info_for_link(node);
+static void pending_start(PendingRow *row, char *name, HsmEntryType type, guint start_at,
+			  guint end_at)
+{
+	*row = (PendingRow){ .name = name, .type = type, .start_at = start_at, .end_at = end_at,
+			     .text = g_string_new(NULL) };
+	row->info = (RowInfo){ .mtime = -1, .mtime_precision = 1 };
+}
 
-				add_entry(by_name, name, type, &info);
-			} else if (href && hostile) {
-				g_warning("listing %s: refusing link to unsafe name '%s'", page->raw_path,
-					  href);
-				(*refused)++;
-			}
+static void finish_table_rows(PageReader *reader)
+{
+	for (guint i = 0; i < reader->table_rows; i++)
+		pending_finish(reader, &reader->table[i]);
+	reader->table_rows = 0;
+}
+
+/* Depth of the innermost open element of that kind, or -1. */
+static int innermost(PageReader *reader, ElementKind kind)
+{
+	for (guint i = reader->open->len; i-- > 0;)
+		if (g_array_index(reader->open, ElementKind, i) == kind)
+			return (int)i;
+	return -1;
+}
+
+static const char *attr_value(const xmlChar **attrs, const char *name)
+{
+	for (; attrs && attrs[0]; attrs += 2)
+		if (!g_ascii_strcasecmp((const char *)attrs[0], name))
+			return (const char *)attrs[1];
+	return NULL;
+}
+
+/* A link was opened at depth `depth`: a child of the page starts a row. */
+static void on_link(PageReader *reader, const xmlChar **attrs, guint depth)
+{
+	const char *href = attr_value(attrs, "href");
+	int tr = innermost(reader, ELEMENT_TR);
+	HsmEntryType type;
+	gboolean hostile;
+	char *name = href ? child_name_from_href(reader->page, href, &type, &hostile) : NULL;
+
+	if (!name) {
+		if (href && hostile) {
+			g_warning("listing %s: refusing link to unsafe name '%s'",
+				  reader->page->raw_path, href);
+			(*reader->refused)++;
 		}
-		if (node->type == XML_ELEMENT_NODE)
-			collect_links(node->children, page, by_name, refused);
+		return;
 	}
+	if (tr >= 0 && reader->table_rows < MAX_LINKS_PER_ROW) {
+		pending_start(&reader->table[reader->table_rows++], name, type, (guint)tr + 1,
+			      (guint)tr);
+	} else if (tr >= 0 || innermost(reader, ELEMENT_LI) >= 0) {
+		RowInfo none = { .mtime = -1, .mtime_precision = 1 };
+
+		add_entry(reader->by_name, name, type, &none);
+	} else {
+		pending_start(&reader->line, name, type, depth, depth - 1);
+	}
+}
+
+static void each_collecting(PageReader *reader, void (*fn)(PendingRow *row, gconstpointer data),
+			    gconstpointer data)
+{
+	for (guint i = 0; i < reader->table_rows; i++)
+		if (reader->table[i].collecting)
+			fn(&reader->table[i], data);
+	if (reader->line.name && reader->line.collecting)
+		fn(&reader->line, data);
+}
+
+/* An element starts: its attributes may tell, and its text is a new
+ * word (cells are not run together: "2.4M" "-" is not "2.4M-"). */
+static void row_element(PendingRow *row, gconstpointer attrs)
+{
+	parse_row_attributes((const xmlChar **)attrs, &row->info);
+	g_string_append_c(row->text, ' ');
+}
+
+static void on_start_element(void *user, const xmlChar *tag, const xmlChar **attrs)
+{
+	PageReader *reader = user;
+	const char *name = (const char *)tag;
+	ElementKind kind = !g_ascii_strcasecmp(name, "tr")   ? ELEMENT_TR
+			   : !g_ascii_strcasecmp(name, "li") ? ELEMENT_LI
+							     : ELEMENT_OTHER;
+	gboolean link = !g_ascii_strcasecmp(name, "a");
+
+	if (kind == ELEMENT_TR)
+		finish_table_rows(reader);
+	if (link)
+		pending_finish(reader, &reader->line);
+	each_collecting(reader, row_element, attrs);
+	g_array_append_val(reader->open, kind);
+	if (link)
+		on_link(reader, attrs, reader->open->len - 1);
+}
+
+static void on_end_element(void *user, const xmlChar *tag)
+{
+	PageReader *reader = user;
+	guint depth;
+
+	(void)tag;
+	if (!reader->open->len)
+		return;
+	depth = reader->open->len - 1;
+	g_array_set_size(reader->open, depth);
+	for (guint i = 0; i < reader->table_rows; i++)
+		if (depth == reader->table[i].start_at)
+			reader->table[i].collecting = TRUE;
+	if (reader->table_rows && depth <= reader->table[0].end_at)
+		finish_table_rows(reader);
+	if (reader->line.name && depth == reader->line.start_at)
+		reader->line.collecting = TRUE;
+	else if (reader->line.name && depth <= reader->line.end_at)
+		pending_finish(reader, &reader->line);
+}
+
+typedef struct {
+	const char *text;
+	gsize len;
+} Chars;
+
+static void row_text(PendingRow *row, gconstpointer data)
+{
+	const Chars *chars = data;
+
+	g_string_append_len(row->text, chars->text, (gssize)chars->len);
+}
+
+static void on_characters(void *user, const xmlChar *text, int len)
+{
+	PageReader *reader = user;
+	Chars chars = { (const char *)text, (gsize)MAX(len, 0) };
+	const char *newline;
+
+	for (guint i = 0; i < reader->table_rows; i++)
+		if (reader->table[i].collecting)
+			row_text(&reader->table[i], &chars);
+	if (!reader->line.name || !reader->line.collecting)
+		return;
+	newline = memchr(chars.text, '\n', chars.len);
+	if (newline)
+		chars.len = newline - chars.text;
+	row_text(&reader->line, &chars);
+	if (newline)
+		pending_finish(reader, &reader->line);
+}
+
+/* Feeds the page in pieces: the parser's input buffer stays small. */
+#define PARSE_CHUNK (256 * 1024)
+
+static void read_page(PageReader *reader, const char *html, gsize len, const char *page_url,
+		      const char *encoding)
+{
+	htmlSAXHandler sax = {
+		.startElement = on_start_element,
+		.endElement = on_end_element,
+		.characters = on_characters,
+		.ignorableWhitespace = on_characters,
+	};
+	htmlParserCtxtPtr ctxt =
+		htmlCreatePushParserCtxt(&sax, reader, NULL, 0, page_url, XML_CHAR_ENCODING_NONE);
+	xmlCharEncodingHandlerPtr handler = encoding ? xmlFindCharEncodingHandler(encoding) : NULL;
+
+	if (!ctxt)
+		return;
+	htmlCtxtUseOptions(ctxt, HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
+					 HTML_PARSE_NONET | HTML_PARSE_COMPACT);
+	if (handler)
+		xmlSwitchToEncoding(ctxt, handler);
+	else if (encoding)
+		xmlSwitchEncoding(ctxt, XML_CHAR_ENCODING_UTF8); /* unknown: as UTF-8 */
+	for (gsize done = 0; done < len && !ctxt->disableSAX;) {
+		int piece = (int)MIN(len - done, PARSE_CHUNK);
+
+		htmlParseChunk(ctxt, html + done, piece, 0);
+		done += piece;
+	}
+	htmlParseChunk(ctxt, NULL, 0, 1);
+	htmlFreeParserCtxt(ctxt);
+	finish_table_rows(reader);
+	pending_finish(reader, &reader->line);
 }
 
 static gint compare_entries(gconstpointer a, gconstpointer b)
@@ -506,27 +649,21 @@ HsmListing *hsm_listing_parse(const char *html, gsize len, const char *page_url,
 {
 	HsmListing *listing = g_new0(HsmListing, 1);
 	PageLocation page = { 0 };
-	GHashTable *by_name = g_hash_table_new(g_str_hash, g_str_equal);
-	htmlDocPtr doc = NULL;
+	PageReader reader = { .page = &page, .refused = &listing->refused };
 	GHashTableIter iter;
 	gpointer entry;
 
 	listing->entries = g_ptr_array_new_with_free_func(free_entry);
-	if (!page_location_init(&page, page_url) || len > G_MAXINT)
-		goto out;
-	doc = htmlReadMemory(html, (int)len, page_url, page_encoding(html, len, charset),
-			     HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
-				     HTML_PARSE_NONET | HTML_PARSE_COMPACT);
-	if (doc)
-		collect_links(xmlDocGetRootElement(doc), &page, by_name, &listing->refused);
-	g_hash_table_iter_init(&iter, by_name);
+	reader.by_name = g_hash_table_new(g_str_hash, g_str_equal);
+	reader.open = g_array_new(FALSE, FALSE, sizeof(ElementKind));
+	if (page_location_init(&page, page_url))
+		read_page(&reader, html, len, page_url, page_encoding(html, len, charset));
+	g_hash_table_iter_init(&iter, reader.by_name);
 	while (g_hash_table_iter_next(&iter, NULL, &entry))
 		g_ptr_array_add(listing->entries, entry);
 	g_ptr_array_sort(listing->entries, compare_entries);
-out:
-	if (doc)
-		xmlFreeDoc(doc);
-	g_hash_table_unref(by_name);
+	g_array_unref(reader.open);
+	g_hash_table_unref(reader.by_name);
 	page_location_clear(&page);
 	return listing;
 }
