@@ -361,31 +361,62 @@ static void parse_row_attributes(const xmlChar **attrs, RowInfo *info)
 	}
 }
 
-/* A name may be linked twice (icon and text); keep what each link knows. */
-static void add_entry(GHashTable *by_name, char *name, HsmEntryType type, const RowInfo *info)
+static void add_entry(GPtrArray *links, char *name, HsmEntryType type, const RowInfo *info)
 {
-	HsmListingEntry *entry = g_hash_table_lookup(by_name, name);
+	HsmListingEntry *entry = g_new0(HsmListingEntry, 1);
 
-	if (!entry) {
-		entry = g_new0(HsmListingEntry, 1);
-		entry->name = name;
-		entry->type = type;
-		entry->mtime = -1;
-		entry->mtime_precision = 1;
-		g_hash_table_insert(by_name, entry->name, entry);
-	} else {
-		g_free(name);
-		if (entry->type != type)
-			return;
-	}
-	if (entry->mtime < 0 && info->mtime >= 0) {
-		entry->mtime = info->mtime;
-		entry->mtime_precision = info->mtime_precision;
-	}
-	if (!entry->size_exact && info->have_size && type == HSM_ENTRY_FILE) {
+	entry->name = name;
+	entry->type = type;
+	entry->mtime = info->mtime;
+	entry->mtime_precision = info->mtime_precision;
+	if (info->have_size && type == HSM_ENTRY_FILE) {
 		entry->size = info->size;
 		entry->size_exact = info->size_exact;
 	}
+	g_ptr_array_add(links, entry);
+}
+
+/* What a later link to the same name adds to what the first one knew. */
+static void merge_entry(HsmListingEntry *entry, const HsmListingEntry *other)
+{
+	if (entry->type != other->type)
+		return;
+	if (entry->mtime < 0 && other->mtime >= 0) {
+		entry->mtime = other->mtime;
+		entry->mtime_precision = other->mtime_precision;
+	}
+	if (!entry->size_exact && (other->size_exact || (!entry->size && other->size))) {
+		entry->size = other->size;
+		entry->size_exact = other->size_exact;
+	}
+}
+
+static gint compare_entries(gconstpointer a, gconstpointer b)
+{
+	const HsmListingEntry *x = *(HsmListingEntry *const *)a;
+	const HsmListingEntry *y = *(HsmListingEntry *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+/* A name may be linked twice (icon and text): one entry per name, with
+ * what each link knew.  The sort is stable, so the first link wins. */
+static void merge_links(GPtrArray *links)
+{
+	guint kept = 0;
+
+	g_ptr_array_sort(links, compare_entries);
+	for (guint i = 0; i < links->len; i++) {
+		HsmListingEntry *entry = links->pdata[i];
+
+		if (kept && !strcmp(((HsmListingEntry *)links->pdata[kept - 1])->name, entry->name)) {
+			merge_entry(links->pdata[kept - 1], entry);
+			free_entry(entry);
+		} else {
+			links->pdata[kept++] = entry;
+		}
+	}
+	links->len = kept;
 }
 
 /* ---- The page, read as a stream of SAX events ----
@@ -419,7 +450,7 @@ typedef struct {
 
 typedef struct {
 	const PageLocation *page;
-	GHashTable *by_name;
+	GPtrArray *links;        /* an entry per link, in page order */
 	guint *refused;
 	GArray *open;            /* ElementKind of each open element */
 	PendingRow table[MAX_LINKS_PER_ROW];
@@ -433,7 +464,7 @@ static void pending_finish(PageReader *reader, PendingRow *row)
 		return;
 	if (row->text)
 		parse_row_text(row->text->str, &row->info);
-	add_entry(reader->by_name, row->name, row->type, &row->info);
+	add_entry(reader->links, row->name, row->type, &row->info);
 	if (row->text)
 		g_string_free(row->text, TRUE);
 	memset(row, 0, sizeof(*row));
@@ -494,7 +525,7 @@ static void on_link(PageReader *reader, const xmlChar **attrs, guint depth)
 	} else if (tr >= 0 || innermost(reader, ELEMENT_LI) >= 0) {
 		RowInfo none = { .mtime = -1, .mtime_precision = 1 };
 
-		add_entry(reader->by_name, name, type, &none);
+		add_entry(reader->links, name, type, &none);
 	} else {
 		pending_start(&reader->line, name, type, depth, depth - 1);
 	}
@@ -625,14 +656,6 @@ static void read_page(PageReader *reader, const char *html, gsize len, const cha
 	pending_finish(reader, &reader->line);
 }
 
-static gint compare_entries(gconstpointer a, gconstpointer b)
-{
-	const HsmListingEntry *x = *(HsmListingEntry *const *)a;
-	const HsmListingEntry *y = *(HsmListingEntry *const *)b;
-
-	return strcmp(x->name, y->name);
-}
-
 /* Pages without a declared charset are read as UTF-8 (what every server
  * above writes), not as HTML's historical Latin-1. */
 static const char *page_encoding(const char *html, gsize len, const char *charset)
@@ -650,20 +673,14 @@ HsmListing *hsm_listing_parse(const char *html, gsize len, const char *page_url,
 	HsmListing *listing = g_new0(HsmListing, 1);
 	PageLocation page = { 0 };
 	PageReader reader = { .page = &page, .refused = &listing->refused };
-	GHashTableIter iter;
-	gpointer entry;
 
 	listing->entries = g_ptr_array_new_with_free_func(free_entry);
-	reader.by_name = g_hash_table_new(g_str_hash, g_str_equal);
+	reader.links = listing->entries;
 	reader.open = g_array_new(FALSE, FALSE, sizeof(ElementKind));
 	if (page_location_init(&page, page_url))
 		read_page(&reader, html, len, page_url, page_encoding(html, len, charset));
-	g_hash_table_iter_init(&iter, reader.by_name);
-	while (g_hash_table_iter_next(&iter, NULL, &entry))
-		g_ptr_array_add(listing->entries, entry);
-	g_ptr_array_sort(listing->entries, compare_entries);
+	merge_links(listing->entries);
 	g_array_unref(reader.open);
-	g_hash_table_unref(reader.by_name);
 	page_location_clear(&page);
 	return listing;
 }

@@ -185,14 +185,15 @@ static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
 
-/* Makes one entry match the listing.  Returns FALSE with errno set. */
+/* Makes one entry match the listing; `cached` tells whether the cache
+ * directory has an entry of that name.  Returns FALSE with errno set. */
 static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
-				const HsmListingEntry *entry)
+				const HsmListingEntry *entry, gboolean cached)
 {
 	gboolean want_dir = entry->type == HSM_ENTRY_DIR;
 	struct stat st;
 
-	if (fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	if (cached && fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (want_dir && S_ISDIR(st.st_mode))
 			return set_dir_mtime(dirfd, entry->name, entry);
 		if (!want_dir && S_ISREG(st.st_mode) && (guint64)st.st_size == entry->size &&
@@ -201,7 +202,7 @@ static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
 		/* Another version, or another type: drop what we had. */
 		if (!remove_entry(tree, dirfd, relpath, entry->name))
 			return FALSE;
-	} else if (errno != ENOENT) {
+	} else if (cached && errno != ENOENT) {
 		return FALSE;
 	}
 	if (want_dir)
@@ -210,25 +211,42 @@ static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
 	return create_file(dirfd, entry);
 }
 
-/* Removes the cached entries that the server no longer lists. */
-static void remove_vanished(HsmTree *tree, int dirfd, const char *relpath, HsmListing *listing)
+static int compare_name_to_entry(const void *name, const void *entry)
+{
+	return strcmp(name, (*(HsmListingEntry *const *)entry)->name);
+}
+
+static gboolean is_listed(HsmListing *listing, const char *name)
+{
+	return bsearch(name, listing->entries->pdata, listing->entries->len, sizeof(gpointer),
+		       compare_name_to_entry) != NULL;
+}
+
+/* Removes the cached entries that the server no longer lists; returns the
+ * names of those it still lists (none, for a directory listed the first
+ * time: its entries are then created without looking for old ones). */
+static GHashTable *remove_vanished(HsmTree *tree, int dirfd, const char *relpath,
+				   HsmListing *listing)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(g_free);
-	g_autoptr(GHashTable) listed = g_hash_table_new(g_str_hash, g_str_equal);
+	GHashTable *kept = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	struct dirent *d;
 
-	for (guint i = 0; i < listing->entries->len; i++)
-		g_hash_table_add(listed, ((HsmListingEntry *)listing->entries->pdata[i])->name);
 	if (!dir) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return kept;
 	}
-	while ((d = readdir(dir)))
-		if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..") && !g_hash_table_contains(listed, d->d_name))
+	while ((d = readdir(dir))) {
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		if (is_listed(listing, d->d_name))
+			g_hash_table_add(kept, g_strdup(d->d_name));
+		else
 			g_ptr_array_add(gone, g_strdup(d->d_name));
+	}
 	closedir(dir);
 	for (guint i = 0; i < gone->len; i++) {
 		g_autofree char *path = hsm_path_join(relpath, gone->pdata[i]);
@@ -237,11 +255,13 @@ static void remove_vanished(HsmTree *tree, int dirfd, const char *relpath, HsmLi
 		if (!remove_entry(tree, dirfd, relpath, gone->pdata[i]))
 			g_warning("cannot remove %s: %s", path, g_strerror(errno));
 	}
+	return kept;
 }
 
 gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 {
 	HsmListing *listing = fetch_listing(tree, relpath, err);
+	g_autoptr(GHashTable) kept = NULL;
 	int dirfd = -1;
 	gboolean ok = FALSE;
 
@@ -257,11 +277,12 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 		errno_error(err, errno, "cannot open cache directory", relpath, NULL);
 		goto out;
 	}
-	remove_vanished(tree, dirfd, relpath, listing);
+	kept = remove_vanished(tree, dirfd, relpath, listing);
 	for (guint i = 0; i < listing->entries->len; i++) {
 		const HsmListingEntry *entry = listing->entries->pdata[i];
 
-		if (reconcile_entry(tree, dirfd, relpath, entry))
+		if (reconcile_entry(tree, dirfd, relpath, entry,
+				    g_hash_table_contains(kept, entry->name)))
 			continue;
 		/* One entry the cache file system cannot hold (a size past its
 		 * limit) costs that entry, not the directory. */
