@@ -8,7 +8,8 @@
 #define HSM_ERROR (hsm_error_quark())
 GQuark hsm_error_quark(void);
 
-/* The errno of err: its code in HSM_ERROR, else EIO. */
+/* The errno of err: its code in HSM_ERROR, the errno behind a G_FILE_ERROR
+ * (a full cache disk is ENOSPC), else EIO. */
 int hsm_error_errno(const GError *err);
 
 #endif

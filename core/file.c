@@ -343,8 +343,8 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 		}
 	}
 	g_mutex_unlock(&file->lock);
-	if (notify && file->tree->hooks.changed)
-		file->tree->hooks.changed(file->tree->hooks.user_data, file->relpath);
+	if (notify)
+		hsm_tree_hook_changed(file->tree, file->relpath);
 	return *err == NULL;
 }
 
@@ -594,12 +594,13 @@ static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
 
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 {
-	HsmTreeHooks *hooks = &file->tree->hooks;
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
+	struct timespec times[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
 	gboolean ok = FALSE;
 
-	if (hooks->evicting)
-		hooks->evicting(hooks->user_data, file->fd);
+	g_mutex_lock(&file->lock);
+	times[1].tv_sec = file->remote_mtime;
+	g_mutex_unlock(&file->lock);
+	hsm_tree_hook_evicting(file->tree, file->fd);
 	/* While we hold it, nobody else has the file open, and opens wait. */
 	if (fcntl(file->fd, F_SETLEASE, F_WRLCK) < 0) {
 		g_set_error(err, HSM_ERROR, errno == EAGAIN ? EBUSY : errno, "%s: %s",

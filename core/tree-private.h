@@ -8,7 +8,8 @@ struct HsmTree {
 	HsmTreeOptions options;
 	HsmStore *store;
 	HsmFetcher *fetcher;
-	HsmTreeHooks hooks;
+	HsmTreeHooks hooks;      /* protected by hooks_lock, held while one runs */
+	GRWLock hooks_lock;
 
 	GMutex lock;
 	GHashTable *files;       /* relpath -> HsmFile *; protected by lock */
@@ -53,6 +54,10 @@ void hsm_file_free(HsmFile *file);
 /* Forgets everything in memory about relpath and what is below it: the
  * entry was removed from the cache tree. */
 void hsm_tree_forget(HsmTree *tree, const char *relpath);
+
+/* Run the front end's hook, if it set one (any thread). */
+void hsm_tree_hook_changed(HsmTree *tree, const char *relpath);
+void hsm_tree_hook_evicting(HsmTree *tree, int fd);
 
 /* populate.c: lists relpath and creates its entries; no locking. */
 gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err);

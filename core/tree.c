@@ -38,10 +38,28 @@ HsmStore *hsm_tree_store(HsmTree *tree)
 
 void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks)
 {
+	g_rw_lock_writer_lock(&tree->hooks_lock);
 	if (hooks)
 		tree->hooks = *hooks;
 	else
 		memset(&tree->hooks, 0, sizeof(tree->hooks));
+	g_rw_lock_writer_unlock(&tree->hooks_lock);
+}
+
+void hsm_tree_hook_changed(HsmTree *tree, const char *relpath)
+{
+	g_rw_lock_reader_lock(&tree->hooks_lock);
+	if (tree->hooks.changed)
+		tree->hooks.changed(tree->hooks.user_data, relpath);
+	g_rw_lock_reader_unlock(&tree->hooks_lock);
+}
+
+void hsm_tree_hook_evicting(HsmTree *tree, int fd)
+{
+	g_rw_lock_reader_lock(&tree->hooks_lock);
+	if (tree->hooks.evicting)
+		tree->hooks.evicting(tree->hooks.user_data, fd);
+	g_rw_lock_reader_unlock(&tree->hooks_lock);
 }
 
 /* ---- Files ---- */
@@ -246,6 +264,7 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 	}
 	tree->fetcher = hsm_fetcher_new(&tree->options.fetch);
 	g_mutex_init(&tree->lock);
+	g_rw_lock_init(&tree->hooks_lock);
 	g_cond_init(&tree->populate_done);
 	g_cond_init(&tree->flusher_wake);
 	tree->files = g_hash_table_new(g_str_hash, g_str_equal);
@@ -278,6 +297,7 @@ void hsm_tree_close(HsmTree *tree)
 	g_cond_clear(&tree->populate_done);
 	g_cond_clear(&tree->flusher_wake);
 	g_mutex_clear(&tree->lock);
+	g_rw_lock_clear(&tree->hooks_lock);
 	hsm_store_close(tree->store);
 	hsm_tree_options_clear(&tree->options);
 	g_free(tree);

@@ -49,6 +49,8 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err);
 /* Saves every file state and closes. */
 void hsm_tree_close(HsmTree *tree);
 
+/* Sets (or with NULL, clears) the hooks; once it returns, no old hook
+ * runs any more, so a front end may free its data after clearing them. */
 void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks);
 
 HsmStore *hsm_tree_store(HsmTree *tree);

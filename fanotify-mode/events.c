@@ -69,8 +69,18 @@ static guint32 denial(HsmFanotify *fan, const GError *err)
 	if (!g_atomic_int_get(&fan->errno_responses))
 		return FAN_DENY;
 	/* The kernel accepts only a few errnos; readers get EIO for the rest. */
-	if (code != EIO && code != EPERM && code != EAGAIN && code != ENOSPC && code != EDQUOT)
+	switch (code) {
+	case EIO:
+	case EPERM:
+	case EBUSY:
+	case ETXTBSY:
+	case EAGAIN:
+	case ENOSPC:
+	case EDQUOT:
+		break;
+	default:
 		code = EIO;
+	}
 	return FAN_DENY_ERRNO(code);
 }
 

@@ -224,6 +224,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	d = g_new0(OpenDir, 1);
 	d->dir = fdopendir(fd);
+	if (!d->dir) {
+		int code = errno;
+
+		close(fd);
+		g_free(d);
+		fuse_reply_err(req, code);
+		return;
+	}
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
@@ -253,6 +261,12 @@ static void read_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		if (!d->entry) {
 			errno = 0;
 			d->entry = readdir(d->dir);
+			/* An error is not the end of the directory: say so, unless
+			 * this reply already carries entries (the next one will). */
+			if (!d->entry && errno && !used) {
+				fuse_reply_err(req, errno);
+				return;
+			}
 			if (!d->entry)
 				break;
 		}
