@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,15 +70,20 @@ static void wake_waiters(HsmFile *file, gboolean all)
 /* How often a waiter that can be interrupted looks at its flag. */
 #define INTERRUPT_POLL_USEC (200 * 1000)
 
-static gboolean is_interrupted(const gint *interrupted)
+gboolean hsm_process_gone(gpointer pid)
 {
-	return interrupted && g_atomic_int_get(interrupted);
+	return kill(GPOINTER_TO_INT(pid), 0) < 0 && errno == ESRCH;
 }
 
-/* Waits until fetch wrote [from, until) or finished, or *interrupted is
- * set.  Called with file->lock held. */
+static gboolean reader_gone(const HsmReader *reader)
+{
+	return reader && reader->gone(reader->data);
+}
+
+/* Waits until fetch wrote [from, until) or finished, or the reader went
+ * away.  Called with file->lock held. */
 static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until,
-		     const gint *interrupted)
+		     const HsmReader *reader)
 {
 	Waiter w = { .from = from, .until = until, .fetch = fetch };
 	guint generation = file->generation;
@@ -86,8 +92,8 @@ static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until,
 	g_ptr_array_add(file->waiters, &w);
 	while (!fetch->finished && generation == file->generation &&
 	       !hsm_range_map_contains(&file->state.present, from, until) &&
-	       !is_interrupted(interrupted)) {
-		if (interrupted)
+	       !reader_gone(reader)) {
+		if (reader)
 			g_cond_wait_until(&w.ready, &file->lock,
 					  g_get_monotonic_time() + INTERRUPT_POLL_USEC);
 		else
@@ -388,6 +394,8 @@ static void fetch_done(gpointer user_data, GError *err)
 
 	if (err && !g_error_matches(err, HSM_ERROR, ECANCELED))
 		g_warning("%s", err->message);
+	else if (err)
+		g_debug("%s", err->message);
 	g_mutex_lock(&file->lock);
 	restore_mtime(file);
 	fetch->finished = TRUE;
@@ -516,7 +524,7 @@ static void read_ahead(HsmFile *file, guint64 from)
 	start_fetch(file, ahead, ahead + file->window);
 }
 
-gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const gint *interrupted,
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const HsmReader *reader,
 			 GError **err)
 {
 	gboolean sequential, started = FALSE, ok = TRUE;
@@ -550,9 +558,9 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const gi
 			started = TRUE;
 		}
 		fetch->refs++;
-		wait_for(file, fetch, missing, MIN(end, fetch->end), interrupted);
+		wait_for(file, fetch, missing, MIN(end, fetch->end), reader);
 		fetch->wanted_until = g_get_monotonic_time() + UNWANTED_AFTER_USEC;
-		if (is_interrupted(interrupted)) {
+		if (reader_gone(reader)) {
 			g_set_error(err, HSM_ERROR, EINTR, "%s: the read was interrupted",
 				    file->relpath);
 			ok = FALSE;

@@ -66,13 +66,23 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);
 HsmFile *hsm_file_ref(HsmFile *file);
 void hsm_file_unref(HsmFile *file);
 
+/* Who a read is for, when the front end can tell that it went away (a
+ * killed reader): gone() is polled a few times a second while the read
+ * waits, and TRUE makes it return with EINTR. */
+typedef struct {
+	gboolean (*gone)(gpointer data);
+	gpointer data;
+} HsmReader;
+
 /* Blocks until [offset, offset + length) (clipped to the file size) is
- * present in the cache file, fetching what is missing.  When interrupted
- * is not NULL, another thread may set it (atomically) to make the call
- * return with EINTR; a fetch nobody waits for is then cancelled after a
- * while. */
-gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const gint *interrupted,
+ * present in the cache file, fetching what is missing.  reader may be
+ * NULL.  A fetch nobody waits for any more is cancelled after a while. */
+gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const HsmReader *reader,
 			 GError **err);
+
+/* TRUE once process pid (GINT_TO_POINTER) no longer exists: a reader
+ * that was killed, as an HsmReader's gone(). */
+gboolean hsm_process_gone(gpointer pid);
 
 /* Makes the file's fetched bytes, then the state that lists them, durable
  * now (the daemon otherwise saves changed states once a second).  Safe

@@ -31,6 +31,7 @@ typedef struct {
 	guint64 offset;
 	guint64 count;
 	guint slot;
+	pid_t pid;               /* of the process whose access waits */
 } Event;
 
 /* The path of an event's object relative to the mount, or NULL.  The mount
@@ -58,7 +59,8 @@ static void respond(HsmFanotify *fan, Event *ev, guint32 response)
 
 	if (downgraded) /* a kernel without errno responses: plain EPERM from now on */
 		g_atomic_int_set(&fan->errno_responses, 0);
-	if (!answered)
+	/* ENOENT: the access was cancelled (its process was killed). */
+	if (!answered && errno != ENOENT)
 		g_warning("cannot answer a fanotify event: %s", g_strerror(errno));
 }
 
@@ -105,6 +107,9 @@ static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GErro
 
 static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **err)
 {
+	/* A killed reader's access is cancelled by the kernel (its wait is
+	 * killable): nobody will take the answer. */
+	HsmReader reader = { hsm_process_gone, GINT_TO_POINTER(ev->pid) };
 	HsmFile *file = hsm_tree_get_file(fan->tree, relpath, err);
 	HsmFileStatus status;
 	gboolean ok;
@@ -112,7 +117,7 @@ static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **
 	if (!file)
 		return FALSE;
 	ok = hsm_file_ensure(file, ev->has_range ? ev->offset : 0,
-			     ev->has_range ? ev->count : G_MAXUINT64, NULL, err);
+			     ev->has_range ? ev->count : G_MAXUINT64, ev->pid > 0 ? &reader : NULL, err);
 	hsm_file_get_status(file, &status);
 	if (ok && status.present == status.size)
 		ignore_from_now_on(fan, ev->group, ev->fd, FAN_PRE_ACCESS);
@@ -142,7 +147,9 @@ static void handle_event(gpointer data, gpointer user_data)
 	} else if (ev->mask & FAN_PRE_ACCESS) {
 		ok = fill(fan, ev, relpath, &err);
 	}
-	if (!ok)
+	if (!ok && g_error_matches(err, HSM_ERROR, EINTR))
+		g_debug("%s (the reader is gone)", err->message);
+	else if (!ok)
 		g_warning("denying access to %s: %s", relpath ? relpath : "?", err->message);
 	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
 	g_clear_error(&err);
@@ -191,6 +198,7 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 	ev->group = group;
 	ev->fd = meta->fd;
 	ev->mask = meta->mask;
+	ev->pid = meta->pid;
 	parse_info(ev, meta);
 	g_mutex_lock(&fan->lock);
 	while (fan->queued >= MAX_QUEUED)

@@ -357,18 +357,34 @@ static void on_interrupt(fuse_req_t req, void *data)
 	g_atomic_int_set((gint *)data, 1);
 }
 
+typedef struct {
+	gint interrupted;        /* atomic */
+	pid_t pid;
+} ReadRequest;
+
+/* Interrupted, or its process is gone: the kernel's readahead reads are
+ * not interrupted when their reader is killed. */
+static gboolean request_gone(gpointer data)
+{
+	ReadRequest *request = data;
+
+	return g_atomic_int_get(&request->interrupted) ||
+	       (request->pid > 0 && hsm_process_gone(GINT_TO_POINTER(request->pid)));
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 		    struct fuse_file_info *fi)
 {
 	OpenFile *open_file = (OpenFile *)(uintptr_t)fi->fh;
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 	GError *err = NULL;
-	gint interrupted = 0;
+	ReadRequest request = { 0, fuse_req_ctx(req)->pid };
+	HsmReader reader = { request_gone, &request };
 	gboolean ok;
 
 	(void)ino;
-	fuse_req_interrupt_func(req, on_interrupt, &interrupted);
-	ok = hsm_file_ensure(open_file->file, (guint64)offset, size, &interrupted, &err);
+	fuse_req_interrupt_func(req, on_interrupt, &request.interrupted);
+	ok = hsm_file_ensure(open_file->file, (guint64)offset, size, &reader, &err);
 	fuse_req_interrupt_func(req, NULL, NULL);
 	if (!ok) {
 		reply_gerror(req, err);
