@@ -369,6 +369,13 @@ static void restore_mtime(HsmFile *file)
 	futimens(file->fd, times);
 }
 
+/* A fetch of an older version of the file writes nothing any more, and
+ * its outcome is no answer to a reader of the new one. */
+static gboolean fetch_is_current(HsmFile *file, const Fetch *fetch)
+{
+	return fetch->generation == file->generation;
+}
+
 static void remember_failure(HsmFile *file, Fetch *fetch)
 {
 	g_clear_error(&file->failure);
@@ -435,7 +442,7 @@ static Fetch *fetch_covering(HsmFile *file, guint64 offset)
 	for (guint i = 0; i < file->fetches->len; i++) {
 		Fetch *fetch = file->fetches->pdata[i];
 
-		if (fetch->start <= offset && offset < fetch->end)
+		if (fetch_is_current(file, fetch) && fetch->start <= offset && offset < fetch->end)
 			return fetch;
 	}
 	return NULL;
@@ -451,7 +458,7 @@ static guint64 fetch_limit(HsmFile *file, guint64 offset)
 	for (guint i = 0; i < file->fetches->len; i++) {
 		Fetch *fetch = file->fetches->pdata[i];
 
-		if (fetch->start > offset)
+		if (fetch_is_current(file, fetch) && fetch->start > offset)
 			limit = MIN(limit, fetch->start);
 	}
 	return limit;

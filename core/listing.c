@@ -623,8 +623,10 @@ static void on_characters(void *user, const xmlChar *text, int len)
 /* Feeds the page in pieces: the parser's input buffer stays small. */
 #define PARSE_CHUNK (256 * 1024)
 
-static void read_page(PageReader *reader, const char *html, gsize len, const char *page_url,
-		      const char *encoding)
+/* FALSE when the page had bytes its encoding does not define (libxml2
+ * then stops converting: the rest of the page is lost). */
+static gboolean read_page(PageReader *reader, const char *html, gsize len, const char *page_url,
+			  const char *encoding)
 {
 	htmlSAXHandler sax = {
 		.startElement = on_start_element,
@@ -636,8 +638,10 @@ static void read_page(PageReader *reader, const char *html, gsize len, const cha
 		htmlCreatePushParserCtxt(&sax, reader, NULL, 0, page_url, XML_CHAR_ENCODING_NONE);
 	xmlCharEncodingHandlerPtr handler = encoding ? xmlFindCharEncodingHandler(encoding) : NULL;
 
+	gboolean ok;
+
 	if (!ctxt)
-		return;
+		return TRUE;
 	htmlCtxtUseOptions(ctxt, HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
 					 HTML_PARSE_NONET | HTML_PARSE_COMPACT);
 	if (handler)
@@ -651,9 +655,16 @@ static void read_page(PageReader *reader, const char *html, gsize len, const cha
 		done += piece;
 	}
 	htmlParseChunk(ctxt, NULL, 0, 1);
+	ok = ctxt->errNo != XML_ERR_INVALID_ENCODING;
 	htmlFreeParserCtxt(ctxt);
 	finish_table_rows(reader);
 	pending_finish(reader, &reader->line);
+	return ok;
+}
+
+static gboolean is_utf8(const char *encoding)
+{
+	return !g_ascii_strcasecmp(encoding, "utf-8") || !g_ascii_strcasecmp(encoding, "utf8");
 }
 
 /* Pages without a declared charset are read as UTF-8 (what every server
@@ -677,8 +688,21 @@ HsmListing *hsm_listing_parse(const char *html, gsize len, const char *page_url,
 	listing->entries = g_ptr_array_new_with_free_func(free_entry);
 	reader.links = listing->entries;
 	reader.open = g_array_new(FALSE, FALSE, sizeof(ElementKind));
-	if (page_location_init(&page, page_url))
-		read_page(&reader, html, len, page_url, page_encoding(html, len, charset));
+	if (page_location_init(&page, page_url)) {
+		const char *encoding = page_encoding(html, len, charset);
+
+		/* Invalid UTF-8 is read byte by byte by libxml2 itself; other
+		 * encodings stop at the first byte they do not define.  Latin-1
+		 * defines them all, and names come from (percent-encoded) links. */
+		if (!read_page(&reader, html, len, page_url, encoding) && encoding &&
+		    !is_utf8(encoding)) {
+			g_warning("listing %s: bytes that are not %s; read as ISO-8859-1", page_url,
+				  encoding);
+			g_ptr_array_set_size(listing->entries, 0);
+			listing->refused = 0;
+			read_page(&reader, html, len, page_url, "ISO-8859-1");
+		}
+	}
 	merge_links(listing->entries);
 	g_array_unref(reader.open);
 	page_location_clear(&page);

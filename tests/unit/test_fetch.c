@@ -3,172 +3,12 @@
  * transfers nobody wants any more.  No FUSE, no fanotify, no root. */
 #include "error.h"
 #include "fetch.h"
+#include "testserver.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#define FILE_SIZE 100000
-
-typedef enum {
-	SERVE_RANGES,        /* 206 with exactly the bytes asked for */
-	SERVE_WHOLE,         /* ignore Range: 200 and the whole file */
-	SERVE_OVERRUN,       /* 206 claiming and sending 5000 bytes past the end */
-	SERVE_SURPLUS,       /* 200, no length, the file and then junk until hung up on */
-	SERVE_503_TWICE,     /* 503 to the first two requests */
-	SERVE_TRICKLE,       /* 206 headers, then a byte every 100 ms */
-} ServeMode;
-
-typedef struct {
-	int listener;
-	int port;
-	ServeMode mode;
-	guint8 file[FILE_SIZE];
-	gint requests;       /* atomic */
-	gint stop;           /* atomic */
-	GThread *thread;
-} Server;
-
-static void send_all(int fd, const void *data, gsize len)
-{
-	const guint8 *p = data;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n <= 0)
-			return;
-		p += n, len -= n;
-	}
-}
-
-static void serve_one(Server *server, int fd)
-{
-	char request[4096], header[512];
-	ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
-	guint64 first = 0, last = FILE_SIZE - 1;
-	const char *range;
-	int count = g_atomic_int_add(&server->requests, 1);
-
-	if (n <= 0)
-		return;
-	request[n] = '\0';
-	range = strstr(request, "Range: bytes=");
-	if (range)
-		sscanf(range, "Range: bytes=%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, &first, &last);
-	last = MIN(last, FILE_SIZE - 1);
-	switch (server->mode) {
-	case SERVE_503_TWICE:
-		if (count < 2) {
-			send_all(fd, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", 40);
-			return;
-		}
-		/* fall through */
-	case SERVE_RANGES:
-	case SERVE_TRICKLE:
-		g_snprintf(header, sizeof(header),
-			   "HTTP/1.1 206 Partial\r\nContent-Range: bytes %" G_GUINT64_FORMAT
-			   "-%" G_GUINT64_FORMAT "/%d\r\nContent-Length: %" G_GUINT64_FORMAT
-			   "\r\nConnection: close\r\n\r\n",
-			   first, last, FILE_SIZE, last - first + 1);
-		send_all(fd, header, strlen(header));
-		if (server->mode != SERVE_TRICKLE) {
-			send_all(fd, server->file + first, last - first + 1);
-			return;
-		}
-		for (guint64 i = first; i <= last && !g_atomic_int_get(&server->stop); i++) {
-			if (send(fd, server->file + i, 1, MSG_NOSIGNAL) != 1)
-				return;
-			g_usleep(100 * 1000);
-		}
-		return;
-	case SERVE_WHOLE:
-		g_snprintf(header, sizeof(header),
-			   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
-			   FILE_SIZE);
-		send_all(fd, header, strlen(header));
-		send_all(fd, server->file, FILE_SIZE);
-		return;
-	case SERVE_OVERRUN: {
-		static guint8 junk[5000];
-
-		memset(junk, 0xee, sizeof(junk));
-		g_snprintf(header, sizeof(header),
-			   "HTTP/1.1 206 Partial\r\nContent-Range: bytes %" G_GUINT64_FORMAT
-			   "-%d/%d\r\nContent-Length: %" G_GUINT64_FORMAT
-			   "\r\nConnection: close\r\n\r\n",
-			   first, FILE_SIZE + 4999, FILE_SIZE, FILE_SIZE + 5000 - first);
-		send_all(fd, header, strlen(header));
-		send_all(fd, server->file + first, FILE_SIZE - first);
-		send_all(fd, junk, sizeof(junk));
-		return;
-	}
-	case SERVE_SURPLUS: {
-		static guint8 junk[16384];
-
-		memset(junk, 0xee, sizeof(junk));
-		send_all(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 38);
-		send_all(fd, server->file, FILE_SIZE);
-		for (int i = 0; i < 100000 && !g_atomic_int_get(&server->stop); i++)
-			if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL) <= 0)
-				return;
-		return;
-	}
-	}
-}
-
-static gpointer server_main(gpointer data)
-{
-	Server *server = data;
-
-	while (!g_atomic_int_get(&server->stop)) {
-		int fd = accept(server->listener, NULL, NULL);
-
-		if (fd < 0)
-			continue;
-		serve_one(server, fd);
-		shutdown(fd, SHUT_RDWR);
-		close(fd);
-	}
-	return NULL;
-}
-
-static Server *server_start(ServeMode mode)
-{
-	Server *server = g_new0(Server, 1);
-	struct sockaddr_in addr = { .sin_family = AF_INET };
-	socklen_t len = sizeof(addr);
-
-	for (int i = 0; i < FILE_SIZE; i++)
-		server->file[i] = (guint8)(i * 7 + i / 251);
-	server->mode = mode;
-	server->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	g_assert_cmpint(bind(server->listener, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
-	g_assert_cmpint(listen(server->listener, 16), ==, 0);
-	getsockname(server->listener, (struct sockaddr *)&addr, &len);
-	server->port = ntohs(addr.sin_port);
-	server->thread = g_thread_new("server", server_main, server);
-	return server;
-}
-
-static void server_stop(Server *server)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(server->port) };
-
-	g_atomic_int_set(&server->stop, 1);
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	connect(fd, (struct sockaddr *)&addr, sizeof(addr)); /* wakes accept() */
-	close(fd);
-	g_thread_join(server->thread);
-	close(server->listener);
-	g_free(server);
-}
+#define FILE_SIZE TEST_FILE_SIZE
 
 /* A sink that collects the bytes into a file-sized buffer. */
 typedef struct {
@@ -223,9 +63,9 @@ static gboolean sink_wanted(gpointer user)
 static const HsmRangeSink sink_ops = { sink_check, sink_write, sink_done, sink_wanted };
 
 /* Fetches [start, end) of the server's file and waits for the outcome. */
-static Sink *fetch(Server *server, HsmFetchOptions *options, guint64 start, guint64 end)
+static Sink *fetch(TestServer *server, HsmFetchOptions *options, guint64 start, guint64 end)
 {
-	g_autofree char *url = g_strdup_printf("http://127.0.0.1:%d/f", server->port);
+	g_autofree char *url = test_server_url(server, "/f");
 	HsmFetcher *fetcher = hsm_fetcher_new(options);
 	Sink *sink = g_new0(Sink, 1);
 
@@ -258,7 +98,7 @@ static HsmFetchOptions quick_options(void)
 	return options;
 }
 
-static void assert_bytes(Server *server, Sink *sink, guint64 start, guint64 end)
+static void assert_bytes(TestServer *server, Sink *sink, guint64 start, guint64 end)
 {
 	g_assert_no_error(sink->error);
 	g_assert_false(sink->past_size);
@@ -267,67 +107,67 @@ static void assert_bytes(Server *server, Sink *sink, guint64 start, guint64 end)
 
 static void test_range(void)
 {
-	Server *server = server_start(SERVE_RANGES);
+	TestServer *server = test_server_start(SERVE_RANGES);
 	HsmFetchOptions options = quick_options();
 	Sink *sink = fetch(server, &options, 4096, 20000);
 
 	assert_bytes(server, sink, 4096, 20000);
 	g_assert_cmpuint(sink->written, ==, 20000 - 4096);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static void test_whole_body_for_a_range(void)
 {
-	Server *server = server_start(SERVE_WHOLE);
+	TestServer *server = test_server_start(SERVE_WHOLE);
 	HsmFetchOptions options = quick_options();
 	Sink *sink = fetch(server, &options, 50000, 60000);
 
 	/* The server sent everything: all of it is file data, kept. */
 	assert_bytes(server, sink, 0, FILE_SIZE);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static void test_overrun_is_cut(void)
 {
-	Server *server = server_start(SERVE_OVERRUN);
+	TestServer *server = test_server_start(SERVE_OVERRUN);
 	HsmFetchOptions options = quick_options();
 	Sink *sink = fetch(server, &options, 90000, FILE_SIZE);
 
 	assert_bytes(server, sink, 90000, FILE_SIZE);
 	g_assert_cmpuint(sink->written, ==, FILE_SIZE - 90000);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static void test_endless_surplus_is_hung_up_on(void)
 {
-	Server *server = server_start(SERVE_SURPLUS);
+	TestServer *server = test_server_start(SERVE_SURPLUS);
 	HsmFetchOptions options = quick_options();
 	Sink *sink = fetch(server, &options, 0, FILE_SIZE);
 
 	assert_bytes(server, sink, 0, FILE_SIZE);
 	g_assert_cmpuint(sink->written, ==, FILE_SIZE);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static void test_5xx_is_retried(void)
 {
-	Server *server = server_start(SERVE_503_TWICE);
+	TestServer *server = test_server_start(SERVE_503_TWICE);
 	HsmFetchOptions options = quick_options();
 	Sink *sink = fetch(server, &options, 0, 1000);
 
 	assert_bytes(server, sink, 0, 1000);
 	g_assert_cmpint(g_atomic_int_get(&server->requests), ==, 3);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static void test_trickle_below_min_rate_fails(void)
 {
-	Server *server = server_start(SERVE_TRICKLE);
+	TestServer *server = test_server_start(SERVE_TRICKLE);
 	HsmFetchOptions options = quick_options();
 	Sink *sink;
 
@@ -338,7 +178,7 @@ static void test_trickle_below_min_rate_fails(void)
 	g_assert_nonnull(strstr(sink->error->message, "too slow"));
 	g_assert_cmpint(g_atomic_int_get(&server->requests), ==, 2);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 static gboolean unwant(gpointer data)
@@ -349,8 +189,8 @@ static gboolean unwant(gpointer data)
 
 static void test_unwanted_transfer_is_cancelled(void)
 {
-	Server *server = server_start(SERVE_TRICKLE);
-	g_autofree char *url = g_strdup_printf("http://127.0.0.1:%d/f", server->port);
+	TestServer *server = test_server_start(SERVE_TRICKLE);
+	g_autofree char *url = test_server_url(server, "/f");
 	HsmFetchOptions options = quick_options();
 	HsmFetcher *fetcher = hsm_fetcher_new(&options);
 	Sink *sink = g_new0(Sink, 1);
@@ -373,7 +213,7 @@ static void test_unwanted_transfer_is_cancelled(void)
 	g_assert_cmpint(g_atomic_int_get(&server->requests), ==, 1);
 	hsm_fetcher_free(fetcher);
 	sink_free(sink);
-	server_stop(server);
+	test_server_stop(server);
 }
 
 int main(int argc, char **argv)

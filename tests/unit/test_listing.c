@@ -278,6 +278,27 @@ static void test_invalid_utf8_row(void)
 	hsm_listing_free(listing);
 }
 
+/* A byte the declared charset does not define loses no entry after it. */
+static void test_undefined_byte_of_charset(void)
+{
+	const char *html = "<pre><a href=\"a\">a</a> 02-Dec-2026 10:20 1\n"
+			   "<a href=\"b\">b</a> \x81 02-Dec-2026 10:20 2\n"
+			   "<a href=\"c\">c</a> 02-Dec-2026 10:20 3\n</pre>";
+	const char *charsets[] = { "windows-1252", "shift_jis", "utf-8", "iso-8859-1", "bogus" };
+
+	for (guint i = 0; i < G_N_ELEMENTS(charsets); i++) {
+		HsmListing *listing;
+
+		if (i != 2 && i != 3) /* not UTF-8 (an unknown one is tried as UTF-8) */
+			g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*read as ISO-8859-1*");
+		listing = hsm_listing_parse(html, strlen(html), "http://h/", charsets[i]);
+		g_test_assert_expected_messages();
+		g_assert_cmpuint(listing->entries->len, ==, 3);
+		g_assert_cmpuint(find(listing, "c")->size, ==, 3);
+		hsm_listing_free(listing);
+	}
+}
+
 /* A size no off_t can hold is no size (the entry then needs a HEAD), and
  * converting it is not undefined behaviour. */
 static void test_size_overflow(void)
@@ -334,5 +355,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/listing/large", test_large_listing);
 	g_test_add_func("/listing/invalid-utf8-row", test_invalid_utf8_row);
 	g_test_add_func("/listing/size-overflow", test_size_overflow);
+	g_test_add_func("/listing/undefined-byte-of-charset", test_undefined_byte_of_charset);
 	return g_test_run();
 }

@@ -1,0 +1,190 @@
+/* The scripted HTTP server of the unit tests: see testserver.h. */
+#include "testserver.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void send_all(int fd, const void *data, gsize len)
+{
+	const guint8 *p = data;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			return;
+		p += n, len -= n;
+	}
+}
+
+/* The index page of /: the one file, its exact size and a date. */
+static void serve_listing(int fd)
+{
+	char page[256], header[256];
+
+	g_snprintf(page, sizeof(page),
+		   "<html><body><pre><a href=\"../\">../</a>\n"
+		   "<a href=\"f\">f</a>  02-Dec-2026 10:20  %d\n</pre></body></html>\n",
+		   TEST_FILE_SIZE);
+	g_snprintf(header, sizeof(header),
+		   "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %zu\r\n"
+		   "Connection: close\r\n\r\n",
+		   strlen(page));
+	send_all(fd, header, strlen(header));
+	send_all(fd, page, strlen(page));
+}
+
+static void serve_one(TestServer *server, int fd)
+{
+	char request[4096], header[512], etag[32];
+	ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
+	guint64 first = 0, last = TEST_FILE_SIZE - 1;
+	const char *range;
+	int count;
+
+	if (n <= 0)
+		return;
+	request[n] = '\0';
+	if (g_str_has_prefix(request, "GET / ")) {
+		serve_listing(fd);
+		return;
+	}
+	count = g_atomic_int_add(&server->requests, 1);
+	if (g_atomic_int_get(&server->delay_ms))
+		g_usleep(g_atomic_int_get(&server->delay_ms) * 1000);
+	g_snprintf(etag, sizeof(etag), "\"v%u\"", g_atomic_int_get(&server->version));
+	range = strstr(request, "Range: bytes=");
+	if (range)
+		sscanf(range, "Range: bytes=%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, &first, &last);
+	last = MIN(last, TEST_FILE_SIZE - 1);
+	switch (server->mode) {
+	case SERVE_503_TWICE:
+		if (count < 2) {
+			send_all(fd, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", 40);
+			return;
+		}
+		/* fall through */
+	case SERVE_RANGES:
+	case SERVE_TRICKLE:
+		g_snprintf(header, sizeof(header),
+			   "HTTP/1.1 206 Partial\r\nContent-Range: bytes %" G_GUINT64_FORMAT
+			   "-%" G_GUINT64_FORMAT "/%d\r\nContent-Length: %" G_GUINT64_FORMAT
+			   "\r\nETag: %s\r\nConnection: close\r\n\r\n",
+			   first, last, TEST_FILE_SIZE, last - first + 1, etag);
+		send_all(fd, header, strlen(header));
+		if (server->mode != SERVE_TRICKLE) {
+			send_all(fd, server->file + first, last - first + 1);
+			return;
+		}
+		for (guint64 i = first; i <= last && !g_atomic_int_get(&server->stop); i++) {
+			if (send(fd, server->file + i, 1, MSG_NOSIGNAL) != 1)
+				return;
+			g_usleep(100 * 1000);
+		}
+		return;
+	case SERVE_WHOLE:
+		g_snprintf(header, sizeof(header),
+			   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+			   TEST_FILE_SIZE);
+		send_all(fd, header, strlen(header));
+		send_all(fd, server->file, TEST_FILE_SIZE);
+		return;
+	case SERVE_OVERRUN: {
+		static guint8 junk[5000];
+
+		memset(junk, 0xee, sizeof(junk));
+		g_snprintf(header, sizeof(header),
+			   "HTTP/1.1 206 Partial\r\nContent-Range: bytes %" G_GUINT64_FORMAT
+			   "-%d/%d\r\nContent-Length: %" G_GUINT64_FORMAT
+			   "\r\nConnection: close\r\n\r\n",
+			   first, TEST_FILE_SIZE + 4999, TEST_FILE_SIZE, TEST_FILE_SIZE + 5000 - first);
+		send_all(fd, header, strlen(header));
+		send_all(fd, server->file + first, TEST_FILE_SIZE - first);
+		send_all(fd, junk, sizeof(junk));
+		return;
+	}
+	case SERVE_SURPLUS: {
+		static guint8 junk[16384];
+
+		memset(junk, 0xee, sizeof(junk));
+		send_all(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 38);
+		send_all(fd, server->file, TEST_FILE_SIZE);
+		for (int i = 0; i < 100000 && !g_atomic_int_get(&server->stop); i++)
+			if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL) <= 0)
+				return;
+		return;
+	}
+	}
+}
+
+static gpointer server_main(gpointer data)
+{
+	TestServer *server = data;
+
+	while (!g_atomic_int_get(&server->stop)) {
+		int fd = accept(server->listener, NULL, NULL);
+
+		if (fd < 0)
+			continue;
+		serve_one(server, fd);
+		shutdown(fd, SHUT_RDWR);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void fill_file(TestServer *server)
+{
+	guint version = g_atomic_int_get(&server->version);
+
+	for (int i = 0; i < TEST_FILE_SIZE; i++)
+		server->file[i] = (guint8)(i * 7 + i / 251 + version * 13);
+}
+
+void test_server_change(TestServer *server)
+{
+	g_atomic_int_inc(&server->version);
+	fill_file(server);
+}
+
+char *test_server_url(TestServer *server, const char *path)
+{
+	return g_strdup_printf("http://127.0.0.1:%d%s", server->port, path);
+}
+
+TestServer *test_server_start(ServeMode mode)
+{
+	TestServer *server = g_new0(TestServer, 1);
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	socklen_t len = sizeof(addr);
+
+	fill_file(server);
+	server->mode = mode;
+	server->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	g_assert_cmpint(bind(server->listener, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
+	g_assert_cmpint(listen(server->listener, 16), ==, 0);
+	getsockname(server->listener, (struct sockaddr *)&addr, &len);
+	server->port = ntohs(addr.sin_port);
+	server->thread = g_thread_new("server", server_main, server);
+	return server;
+}
+
+void test_server_stop(TestServer *server)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(server->port) };
+
+	g_atomic_int_set(&server->stop, 1);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	connect(fd, (struct sockaddr *)&addr, sizeof(addr)); /* wakes accept() */
+	close(fd);
+	g_thread_join(server->thread);
+	close(server->listener);
+	g_free(server);
+}
+

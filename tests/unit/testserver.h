@@ -1,0 +1,40 @@
+/* A scripted HTTP/1.1 server on 127.0.0.1 for unit tests: one file, /f,
+ * of TEST_FILE_SIZE bytes, listed by an nginx-style index page at /, and
+ * served as the mode says.  One connection at a time, closed after each
+ * response. */
+#ifndef HSM_TEST_SERVER_H
+#define HSM_TEST_SERVER_H
+
+#include <glib.h>
+
+#define TEST_FILE_SIZE 100000
+
+typedef enum {
+	SERVE_RANGES,        /* 206 with exactly the bytes asked for */
+	SERVE_WHOLE,         /* ignore Range: 200 and the whole file */
+	SERVE_OVERRUN,       /* 206 claiming and sending 5000 bytes past the end */
+	SERVE_SURPLUS,       /* 200, no length, the file and then junk until hung up on */
+	SERVE_503_TWICE,     /* 503 to the first two requests */
+	SERVE_TRICKLE,       /* 206 headers, then a byte every 100 ms */
+} ServeMode;
+
+typedef struct {
+	int listener;
+	int port;
+	ServeMode mode;
+	guint8 file[TEST_FILE_SIZE];
+	guint version;       /* atomic: part of the ETag; test_server_change() bumps it */
+	gint requests;       /* atomic: requests for /f */
+	gint delay_ms;       /* atomic: before each response to /f */
+	gint stop;           /* atomic */
+	GThread *thread;
+} TestServer;
+
+TestServer *test_server_start(ServeMode mode);
+void test_server_stop(TestServer *server);
+/* http://127.0.0.1:PORT/path */
+char *test_server_url(TestServer *server, const char *path);
+/* New content (same size) and a new ETag. */
+void test_server_change(TestServer *server);
+
+#endif
