@@ -258,10 +258,77 @@ static GHashTable *remove_vanished(HsmTree *tree, int dirfd, const char *relpath
 	return kept;
 }
 
+static void warn_too_big(const char *relpath, const HsmListingEntry *entry)
+{
+	g_warning("%s%s%s: listed size %" G_GUINT64_FORMAT
+		  " is more than the cache can hold; leaving it out",
+		  relpath, *relpath ? "/" : "", entry->name, entry->size);
+}
+
+/* New entries are created by a few threads: a complete file is several
+ * system calls, and only the final link takes the directory's lock. */
+#define MAX_CREATORS 4
+#define ENTRIES_PER_CREATOR 2048
+
+typedef struct {
+	HsmTree *tree;
+	int dirfd;
+	const char *relpath;
+	GPtrArray *entries;      /* to create */
+	guint first, step;       /* this creator's share: first, first + step... */
+	int error;               /* errno of its first failure, or 0 */
+	const HsmListingEntry *failed;
+} Creator;
+
+static gpointer create_entries(gpointer data)
+{
+	Creator *c = data;
+
+	for (guint i = c->first; i < c->entries->len; i += c->step) {
+		const HsmListingEntry *entry = c->entries->pdata[i];
+
+		if (reconcile_entry(c->tree, c->dirfd, c->relpath, entry, FALSE))
+			continue;
+		/* One entry the cache file system cannot hold (a size past its
+		 * limit) costs that entry, not the directory. */
+		if (errno == EFBIG) {
+			warn_too_big(c->relpath, entry);
+			continue;
+		}
+		c->error = errno;
+		c->failed = entry;
+		break;
+	}
+	return NULL;
+}
+
+static gboolean create_new_entries(HsmTree *tree, int dirfd, const char *relpath,
+				   GPtrArray *entries, GError **err)
+{
+	guint count = CLAMP(entries->len / ENTRIES_PER_CREATOR, 1,
+			    MIN(g_get_num_processors(), MAX_CREATORS));
+	Creator creators[MAX_CREATORS];
+	GThread *threads[MAX_CREATORS];
+
+	for (guint i = 0; i < count; i++) {
+		creators[i] = (Creator){ tree, dirfd, relpath, entries, i, count, 0, NULL };
+		threads[i] = i ? g_thread_new("hsm-populate", create_entries, &creators[i]) : NULL;
+	}
+	create_entries(&creators[0]);
+	for (guint i = 1; i < count; i++)
+		g_thread_join(threads[i]);
+	for (guint i = 0; i < count; i++)
+		if (creators[i].error)
+			return errno_error(err, creators[i].error, "cannot create cache entry",
+					   relpath, creators[i].failed->name);
+	return TRUE;
+}
+
 gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 {
 	HsmListing *listing = fetch_listing(tree, relpath, err);
 	g_autoptr(GHashTable) kept = NULL;
+	g_autoptr(GPtrArray) fresh = NULL;
 	int dirfd = -1;
 	gboolean ok = FALSE;
 
@@ -278,23 +345,23 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 		goto out;
 	}
 	kept = remove_vanished(tree, dirfd, relpath, listing);
+	fresh = g_ptr_array_new();
 	for (guint i = 0; i < listing->entries->len; i++) {
 		const HsmListingEntry *entry = listing->entries->pdata[i];
 
-		if (reconcile_entry(tree, dirfd, relpath, entry,
-				    g_hash_table_contains(kept, entry->name)))
-			continue;
-		/* One entry the cache file system cannot hold (a size past its
-		 * limit) costs that entry, not the directory. */
-		if (errno == EFBIG) {
-			g_warning("%s%s%s: listed size %" G_GUINT64_FORMAT
-				  " is more than the cache can hold; leaving it out",
-				  relpath, *relpath ? "/" : "", entry->name, entry->size);
-			continue;
+		if (!g_hash_table_contains(kept, entry->name)) {
+			g_ptr_array_add(fresh, (gpointer)entry);
+		} else if (!reconcile_entry(tree, dirfd, relpath, entry, TRUE)) {
+			if (errno != EFBIG) {
+				errno_error(err, errno, "cannot update cache entry", relpath,
+					    entry->name);
+				goto out;
+			}
+			warn_too_big(relpath, entry);
 		}
-		errno_error(err, errno, "cannot create cache entry", relpath, entry->name);
-		goto out;
 	}
+	if (!create_new_entries(tree, dirfd, relpath, fresh, err))
+		goto out;
 	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
 	ok = hsm_store_mark_populated(tree->store, relpath, listing->entries->len, err);
 	g_debug("listed %s/: %u entries", relpath, listing->entries->len);
