@@ -286,6 +286,16 @@ static void parse_size_token(GMatchInfo *match, RowInfo *info)
 
 	if (!num || !*num)
 		return; /* "-": a directory */
+	if (!*unit && !strchr(num, '.')) {
+		/* Exact: as an integer (a double rounds sizes past 2^53). */
+		guint64 exact;
+
+		if (!g_ascii_string_to_unsigned(num, 10, 0, G_MAXINT64, &exact, NULL))
+			return;
+		info->have_size = info->size_exact = TRUE;
+		info->size = exact;
+		return;
+	}
 	value = g_ascii_strtod(num, NULL);
 	if (*unit)
 		value *= (double)(1ULL << (10 * (strchr(units, *unit) - units + 1)));
@@ -294,7 +304,7 @@ static void parse_size_token(GMatchInfo *match, RowInfo *info)
 	if (!(value < 9223372036854775808.0))
 		return;
 	info->have_size = TRUE;
-	info->size_exact = !*unit && !strchr(num, '.');
+	info->size_exact = FALSE;
 	info->size = (guint64)value;
 }
 

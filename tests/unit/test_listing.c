@@ -307,12 +307,15 @@ static void test_size_overflow(void)
 		"<pre><a href=\"a\">a</a> 02-Dec-2026 10:20 99999999999E\n"
 		"<a href=\"b\">b</a> 02-Dec-2026 10:20 99999999999999999999999\n"
 		"<a href=\"c\">c</a> 02-Dec-2026 10:20 8E\n"
-		"<a href=\"d\">d</a> 02-Dec-2026 10:20 7.9E\n</pre>"
+		"<a href=\"d\">d</a> 02-Dec-2026 10:20 7.9E\n"
+		"<a href=\"f\">f</a> 02-Dec-2026 10:20 9007199254740993\n</pre>"
 		"<table><tr><td data-order=\"18446744073709551615\"><a href=\"e\">e</a></td>"
 		"</tr></table>";
 	HsmListing *listing = hsm_listing_parse(html, strlen(html), "http://h/", NULL);
 
-	g_assert_cmpuint(listing->entries->len, ==, 5);
+	g_assert_cmpuint(listing->entries->len, ==, 6);
+	g_assert_true(find(listing, "f")->size_exact);
+	g_assert_cmpuint(find(listing, "f")->size, ==, 9007199254740993ULL); /* 2^53 + 1 */
 	for (const char *name = "abce"; *name; name++) {
 		char n[2] = { *name, 0 };
 
