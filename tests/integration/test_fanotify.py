@@ -5,7 +5,6 @@ The cache lives on an ext4 image the test loop-mounts (fanotify pre-content
 events need a file system that opts in; /tmp may be tmpfs), and the daemon
 marks only the bind mount it creates."""
 import errno
-import hashlib
 import os
 import signal
 import subprocess

@@ -1,22 +1,21 @@
 """Servers that fail, drop connections, ignore Range, lie, stall, or change
 a file under a reader: correct bytes or a clear error, never a hang or zeros."""
 import errno
-import hashlib
 import os
 import time
 
 import pytest
 
 from support.faulty import FaultyServer
+from support.files import pattern
 
 pytestmark = pytest.mark.timeout(180)
 
 SIZE = 3 * 1024 * 1024 + 123
 
 
-def content(seed, size=SIZE):
-    block = hashlib.sha256(seed.encode()).digest()
-    return (block * (size // len(block) + 1))[:size]
+def content(seed):
+    return pattern(seed, SIZE)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ an entry no cache can hold, bodies that run past the range or the file,
 trickles, and a prefetch the daemon is killed after.  Each one gets correct
 bytes, a clear error on that entry, or a retry: never a crash, a hang, or
 junk served as file data."""
-import hashlib
 import os
 import subprocess
 import threading
@@ -12,6 +11,7 @@ import time
 import pytest
 
 from support.faulty import FaultyServer
+from support.files import pattern
 from support.mount import httphsm_binary
 
 pytestmark = pytest.mark.timeout(240)
@@ -19,9 +19,8 @@ pytestmark = pytest.mark.timeout(240)
 SIZE = 1024 * 1024
 
 
-def content(seed, size=SIZE):
-    block = hashlib.sha256(seed.encode()).digest()
-    return (block * (size // len(block) + 1))[:size]
+def content(seed):
+    return pattern(seed, SIZE)
 
 
 @pytest.fixture
@@ -100,20 +99,16 @@ def check_cut(m, name="data.bin"):
     assert m.daemon_alive()
 
 
-def test_range_past_the_end_of_the_file_is_cut(site, make_mount):
+@pytest.mark.parametrize("faults", [
+    {"overrun": 300_000},                         # "bytes 0-1348575/1048576", 300 kB of junk
+    {"ignore_range": True, "surplus": 300_000},   # chunked: the file, then 300 kB more
+], ids=["range-past-eof", "whole-body-surplus"])
+def test_bytes_past_the_range_or_the_file_are_cut(site, make_mount, faults):
     server, _ = site
     m = make_mount(server.url)
     os.listdir(m.path())
-    server.faults.overrun = 300_000  # "bytes 0-1348575/1048576" and 300 kB of junk
-    check_cut(m)
-
-
-def test_whole_body_with_surplus_is_cut(site, make_mount):
-    server, _ = site
-    m = make_mount(server.url)
-    os.listdir(m.path())
-    server.faults.ignore_range = True
-    server.faults.surplus = 300_000  # chunked: the file, then 300 kB more
+    for name, value in faults.items():
+        setattr(server.faults, name, value)
     check_cut(m)
 
 

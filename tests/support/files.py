@@ -5,6 +5,12 @@ import os
 MiB = 1024 * 1024
 
 
+def pattern(seed, size):
+    """size bytes that depend on seed and on their offset (not all alike)."""
+    block = hashlib.sha256(seed.encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
 def sha256(path):
     """The SHA-256 of a file, read in 1 MiB blocks."""
     h = hashlib.sha256()
