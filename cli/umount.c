@@ -1,5 +1,6 @@
 /* `httphsm umount`: stops the daemon serving a mountpoint, whatever its mode. */
 #include "commands.h"
+#include "mountinfo.h"
 #include "registry.h"
 
 #include <errno.h>
@@ -11,32 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The file system type of the mount at path, from /proc/self/mountinfo. */
+/* The file system type of the (last) mount at path. */
 static char *mount_type(const char *path)
 {
-	g_autofree char *text = NULL;
-	g_auto(GStrv) lines = NULL;
-	char *type = NULL;
+	g_autoptr(GPtrArray) mounts = hsm_mountinfo_read();
+	const char *type = NULL;
 
-	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
-		return NULL;
-	lines = g_strsplit(text, "\n", -1);
-	for (char **line = lines; *line && **line; line++) {
-		g_auto(GStrv) halves = g_strsplit(*line, " - ", 2);
-		g_auto(GStrv) fields = g_strsplit(halves[0], " ", -1);
-		g_auto(GStrv) rest = halves[1] ? g_strsplit(halves[1], " ", -1) : NULL;
-		g_autofree char *point = NULL;
+	for (guint i = 0; mounts && i < mounts->len; i++) {
+		const HsmMount *mount = mounts->pdata[i];
 
-		if (g_strv_length(fields) < 5 || !rest || !rest[0])
-			continue;
-		/* mountinfo escapes spaces and the like as \ooo */
-		point = g_strcompress(fields[4]);
-		if (!strcmp(point, path)) {
-			g_free(type);
-			type = g_strdup(rest[0]); /* the last mount on path wins */
-		}
+		if (!strcmp(mount->mount_point, path))
+			type = mount->fs_type;
 	}
-	return type;
+	return g_strdup(type);
 }
 
 /* fanotify mode: unmount (refused while busy, as umount(8) does), then

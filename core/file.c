@@ -364,9 +364,7 @@ static gboolean fetch_write(gpointer user_data, guint64 offset, const void *data
  * much as a write), it is put back. Called with file->lock held. */
 static void restore_mtime(HsmFile *file)
 {
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { file->remote_mtime, 0 } };
-
-	futimens(file->fd, times);
+	hsm_store_put_mtime(file->fd, file->remote_mtime);
 }
 
 /* A fetch of an older version of the file writes nothing any more, and
@@ -609,11 +607,11 @@ static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
 
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 {
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
 	gboolean ok = FALSE;
+	gint64 mtime;
 
 	g_mutex_lock(&file->lock);
-	times[1].tv_sec = file->remote_mtime;
+	mtime = file->remote_mtime;
 	g_mutex_unlock(&file->lock);
 	hsm_tree_hook_evicting(file->tree, file->fd);
 	/* While we hold it, nobody else has the file open, and opens wait. */
@@ -629,7 +627,7 @@ gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 		if (!ok)
 			g_set_error(err, HSM_ERROR, errno, "%s: cannot free the space: %s",
 				    file->relpath, g_strerror(errno));
-		futimens(file->fd, times);
+		hsm_store_put_mtime(file->fd, mtime);
 	}
 	fcntl(file->fd, F_SETLEASE, F_UNLCK);
 	return ok;

@@ -348,14 +348,20 @@ gint64 hsm_store_get_mtime(int fd)
 	return g_ascii_strtoll(text, NULL, 10);
 }
 
+void hsm_store_put_mtime(int fd, gint64 mtime)
+{
+	struct timespec times[2] = { { 0, UTIME_OMIT }, { mtime, 0 } };
+
+	futimens(fd, times);
+}
+
 gint64 hsm_store_restore_mtime(int fd)
 {
 	gint64 mtime = hsm_store_get_mtime(fd);
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { mtime, 0 } };
 	struct stat st;
 
 	if (mtime >= 0 && fstat(fd, &st) == 0 && st.st_mtime != mtime)
-		futimens(fd, times);
+		hsm_store_put_mtime(fd, mtime);
 	return mtime;
 }
 

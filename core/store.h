@@ -71,6 +71,9 @@ void hsm_store_forget(HsmStore *store, const char *relpath);
 
 /* Sets the remote mtime of an open cache entry (the xattr and the mtime). */
 gboolean hsm_store_set_mtime(int fd, gint64 mtime);
+/* Puts mtime back as the file's mtime (writes made it "now"); the xattr
+ * already holds it. */
+void hsm_store_put_mtime(int fd, gint64 mtime);
 /* The remote mtime recorded for an open cache entry, or -1. */
 gint64 hsm_store_get_mtime(int fd);
 /* Puts the recorded remote mtime back if writes changed it; returns it, or

@@ -4,6 +4,7 @@
  * opened on it without pre-content events. */
 #include "bindmount.h"
 #include "error.h"
+#include "mountinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,21 +46,16 @@ guint64 hsm_bindmount_id(int fd)
 	return mount_id_at(fd, "", AT_EMPTY_PATH);
 }
 
-/* The mount point of mnt_id in /proc/self/mountinfo, or NULL. */
+/* The mount point of mnt_id, or NULL. */
 static char *mount_point_of(guint64 mnt_id)
 {
-	g_autofree char *info = NULL;
-	g_auto(GStrv) lines = NULL;
+	g_autoptr(GPtrArray) mounts = hsm_mountinfo_read();
 
-	if (!g_file_get_contents("/proc/self/mountinfo", &info, NULL, NULL))
-		return NULL;
-	lines = g_strsplit(info, "\n", -1);
-	for (char **line = lines; *line; line++) {
-		/* ID PARENT MAJOR:MINOR ROOT MOUNT-POINT ..., spaces escaped as \040 */
-		g_auto(GStrv) fields = g_strsplit(*line, " ", 6);
+	for (guint i = 0; mounts && i < mounts->len; i++) {
+		const HsmMount *mount = mounts->pdata[i];
 
-		if (g_strv_length(fields) >= 5 && g_ascii_strtoull(fields[0], NULL, 10) == mnt_id)
-			return g_strcompress(fields[4]);
+		if (mount->id == mnt_id)
+			return g_strdup(mount->mount_point);
 	}
 	return NULL;
 }
