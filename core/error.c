@@ -33,6 +33,12 @@ static int errno_of_file_error(int code)
 	return EIO;
 }
 
+gboolean hsm_errno_error(GError **err, int code, const char *what, const char *path)
+{
+	g_set_error(err, HSM_ERROR, code, "%s %s: %s", what, path, g_strerror(code));
+	return FALSE;
+}
+
 int hsm_error_errno(const GError *err)
 {
 	if (err && err->domain == HSM_ERROR && err->code > 0)

@@ -19,12 +19,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static gboolean errno_error(GError **err, int code, const char *what, const char *relpath,
+/* An errno error about relpath's entry name (NULL: relpath itself). */
+static gboolean entry_error(GError **err, int code, const char *what, const char *relpath,
 			    const char *name)
 {
-	g_set_error(err, HSM_ERROR, code, "%s %s%s%s: %s", what, relpath, *relpath ? "/" : "",
-		    name ? name : "", g_strerror(code));
-	return FALSE;
+	g_autofree char *path = name ? hsm_path_join(relpath, name) : g_strdup(relpath);
+
+	return hsm_errno_error(err, code, what, *path ? path : "/");
 }
 
 static HsmListing *fetch_listing(HsmTree *tree, const char *relpath, GError **err)
@@ -319,7 +320,7 @@ static gboolean create_new_entries(HsmTree *tree, int dirfd, const char *relpath
 		g_thread_join(threads[i]);
 	for (guint i = 0; i < count; i++)
 		if (creators[i].error)
-			return errno_error(err, creators[i].error, "cannot create cache entry",
+			return entry_error(err, creators[i].error, "cannot create cache entry",
 					   relpath, creators[i].failed->name);
 	return TRUE;
 }
@@ -341,7 +342,7 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	dirfd = openat(hsm_store_tree_fd(tree->store), *relpath ? relpath : ".",
 		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
-		errno_error(err, errno, "cannot open cache directory", relpath, NULL);
+		entry_error(err, errno, "cannot open cache directory", relpath, NULL);
 		goto out;
 	}
 	kept = remove_vanished(tree, dirfd, relpath, listing);
@@ -353,7 +354,7 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 			g_ptr_array_add(fresh, (gpointer)entry);
 		} else if (!reconcile_entry(tree, dirfd, relpath, entry, TRUE)) {
 			if (errno != EFBIG) {
-				errno_error(err, errno, "cannot update cache entry", relpath,
+				entry_error(err, errno, "cannot update cache entry", relpath,
 					    entry->name);
 				goto out;
 			}

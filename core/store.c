@@ -70,16 +70,10 @@ char *hsm_store_default_dir(const char *url)
 	return g_build_filename(g_get_user_cache_dir(), "httphsm", name, NULL);
 }
 
-static gboolean set_errno_error(GError **err, int code, const char *what, const char *path)
-{
-	g_set_error(err, HSM_ERROR, code, "%s %s: %s", what, path, g_strerror(code));
-	return FALSE;
-}
-
 static gboolean make_dir(const char *path, GError **err)
 {
 	if (g_mkdir_with_parents(path, 0755) < 0)
-		return set_errno_error(err, errno, "cannot create", path);
+		return hsm_errno_error(err, errno, "cannot create", path);
 	return TRUE;
 }
 
@@ -90,7 +84,7 @@ static gboolean take_lock(HsmStore *store, GError **err)
 
 	store->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (store->lock_fd < 0)
-		return set_errno_error(err, errno, "cannot open", path);
+		return hsm_errno_error(err, errno, "cannot open", path);
 	if (flock(store->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		ssize_t n = pread(store->lock_fd, pid, sizeof(pid) - 1, 0);
 
@@ -162,7 +156,7 @@ static gboolean open_tree(HsmStore *store, GError **err)
 {
 	store->tree_fd = open(store->tree_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (store->tree_fd < 0)
-		return set_errno_error(err, errno, "cannot open", store->tree_path);
+		return hsm_errno_error(err, errno, "cannot open", store->tree_path);
 	return TRUE;
 }
 

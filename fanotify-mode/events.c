@@ -11,6 +11,7 @@
 #include "error.h"
 #include "fanotify-abi.h"
 #include "fanotify-private.h"
+#include "group.h"
 #include "url.h"
 
 #include <errno.h>
@@ -209,25 +210,29 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 	g_thread_pool_push(fan->workers, ev, NULL);
 }
 
+typedef struct {
+	HsmFanotify *fan;
+	guint group;
+} GroupOf;
+
+static void dispatch_event(const struct fanotify_event_metadata *meta, gpointer data)
+{
+	GroupOf *of = data;
+
+	dispatch(of->fan, of->group, meta);
+}
+
 /* Reads and dispatches what group has; FALSE when nothing was there. */
 static gboolean read_events(HsmFanotify *fan, guint group)
 {
-	char buf[16384] __attribute__((aligned(8)));
-	ssize_t len = read(fan->groups[group], buf, sizeof(buf));
-	const struct fanotify_event_metadata *meta = (const void *)buf;
+	GroupOf of = { fan, group };
 
-	if (len <= 0) {
-		if (len < 0 && errno != EAGAIN && errno != EINTR)
-			g_warning("reading fanotify events: %s", g_strerror(errno));
-		return FALSE;
-	}
-	for (; FAN_EVENT_OK(meta, len); meta = FAN_EVENT_NEXT(meta, len)) {
-		if (meta->vers != FANOTIFY_METADATA_VERSION)
-			g_error("fanotify metadata version %u, expected %u", meta->vers,
-				FANOTIFY_METADATA_VERSION);
-		dispatch(fan, group, meta);
-	}
-	return TRUE;
+	errno = 0;
+	if (hsm_fan_read_events(fan->groups[group], dispatch_event, &of))
+		return TRUE;
+	if (errno && errno != EAGAIN && errno != EINTR)
+		g_warning("reading fanotify events: %s", g_strerror(errno));
+	return FALSE;
 }
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "bindmount.h"
 #include "error.h"
 #include "fanotify-abi.h"
+#include "group.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,20 +233,6 @@ static void say(const char *format, ...)
 	fflush(guardian_log);
 }
 
-gboolean hsm_fan_respond(int group, int fd, guint32 response, gboolean *downgraded)
-{
-	struct fanotify_response answer = { .fd = fd, .response = response };
-
-	*downgraded = FALSE;
-	if (write(group, &answer, sizeof(answer)) == sizeof(answer))
-		return TRUE;
-	if (errno != EINVAL || response == FAN_ALLOW || response == FAN_DENY)
-		return FALSE;
-	*downgraded = TRUE;
-	answer.response = FAN_DENY;
-	return write(group, &answer, sizeof(answer)) == sizeof(answer);
-}
-
 static void deny(int group, int fd)
 {
 	gboolean downgraded;
@@ -255,23 +242,20 @@ static void deny(int group, int fd)
 		say("cannot answer event fd %d: %s", fd, strerror(errno));
 }
 
+static void deny_event(const struct fanotify_event_metadata *event, gpointer data)
+{
+	if (event->fd < 0)
+		return;
+	if (event->mask & HSM_FAN_PERMISSION_EVENTS)
+		deny(GPOINTER_TO_INT(data), event->fd);
+	close(event->fd);
+}
+
 /* Denies every event queued in group. */
 static void deny_queued(int group)
 {
-	char buf[16384] __attribute__((aligned(8)));
-	ssize_t len;
-
-	while ((len = read(group, buf, sizeof(buf))) > 0) {
-		struct fanotify_event_metadata *event = (void *)buf;
-
-		for (; FAN_EVENT_OK(event, len); event = FAN_EVENT_NEXT(event, len)) {
-			if (event->fd < 0)
-				continue;
-			if (event->mask & HSM_FAN_PERMISSION_EVENTS)
-				deny(group, event->fd);
-			close(event->fd);
-		}
-	}
+	while (hsm_fan_read_events(group, deny_event, GINT_TO_POINTER(group)))
+		;
 }
 
 static int take_over(int *groups, guint n_groups, Slot *table, const char *mountpoint)

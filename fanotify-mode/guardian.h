@@ -27,11 +27,6 @@ void hsm_guardian_untrack(HsmGuardian *guardian, guint slot);
 /* A clean stop: the guardian exits without acting; frees. */
 void hsm_guardian_release(HsmGuardian *guardian);
 
-/* Answers the permission event fd of group.  A kernel without errno
- * responses refuses FAN_DENY_ERRNO() with EINVAL: then plain FAN_DENY is sent
- * and *downgraded set.  Returns FALSE with errno set if no answer was taken. */
-gboolean hsm_fan_respond(int group, int fd, guint32 response, gboolean *downgraded);
-
 /* `httphsm __guardian ...`, started by hsm_guardian_start(). */
 int hsm_guardian_main(int argc, char **argv);
 
