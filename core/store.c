@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #define MTIME_XATTR "user.httphsm.mtime"
-#define CONFIG_GROUP "cache"
-#define FILE_GROUP "file"
-#define DIR_GROUP "dir"
+#define CONFIG_SECTION "cache"
+#define FILE_SECTION "file"
+#define DIR_SECTION "dir"
 
 struct HsmStore {
 	char *dir;
@@ -111,7 +111,7 @@ static char *read_config_url(const char *dir, GError **err)
 			    dir);
 		return NULL;
 	}
-	return g_key_file_get_string(config, CONFIG_GROUP, "url", err);
+	return g_key_file_get_string(config, CONFIG_SECTION, "url", err);
 }
 
 static gboolean write_config(const char *dir, const char *url, GError **err)
@@ -120,8 +120,8 @@ static gboolean write_config(const char *dir, const char *url, GError **err)
 	g_autoptr(GKeyFile) config = g_key_file_new();
 
 	g_key_file_set_comment(config, NULL, NULL, " httphsm cache; see tree/ and state/", NULL);
-	g_key_file_set_string(config, CONFIG_GROUP, "url", url);
-	g_key_file_set_integer(config, CONFIG_GROUP, "version", 1);
+	g_key_file_set_string(config, CONFIG_SECTION, "url", url);
+	g_key_file_set_integer(config, CONFIG_SECTION, "version", 1);
 	return g_key_file_save_to_file(config, path, err);
 }
 
@@ -260,18 +260,18 @@ static gboolean save_state(HsmStore *store, const char *relpath, GKeyFile *state
 gboolean hsm_file_state_parse(const char *text, gsize len, const char *relpath,
 			      HsmFileState *state)
 {
-	g_autoptr(GKeyFile) file = parse_state(text, len, relpath, FILE_GROUP);
+	g_autoptr(GKeyFile) file = parse_state(text, len, relpath, FILE_SECTION);
 	g_autofree char *present = NULL;
 	HsmFileState loaded;
 
 	if (!file)
 		return FALSE;
 	hsm_file_state_init(&loaded);
-	loaded.size = g_key_file_get_uint64(file, FILE_GROUP, "size", NULL);
-	loaded.etag = g_key_file_get_string(file, FILE_GROUP, "etag", NULL);
-	if (g_key_file_has_key(file, FILE_GROUP, "last-modified", NULL))
-		loaded.last_modified = g_key_file_get_int64(file, FILE_GROUP, "last-modified", NULL);
-	present = g_key_file_get_string(file, FILE_GROUP, "present", NULL);
+	loaded.size = g_key_file_get_uint64(file, FILE_SECTION, "size", NULL);
+	loaded.etag = g_key_file_get_string(file, FILE_SECTION, "etag", NULL);
+	if (g_key_file_has_key(file, FILE_SECTION, "last-modified", NULL))
+		loaded.last_modified = g_key_file_get_int64(file, FILE_SECTION, "last-modified", NULL);
+	present = g_key_file_get_string(file, FILE_SECTION, "present", NULL);
 	/* No present byte at or past size: a range wholly past it would make
 	 * the total reach size and the file look complete with holes. */
 	if (!present || !hsm_range_map_parse(&loaded.present, present) ||
@@ -301,13 +301,13 @@ gboolean hsm_store_save_file(HsmStore *store, const char *relpath, const HsmFile
 	g_autofree char *path = escaped_path(relpath);
 	g_autofree char *present = hsm_range_map_to_string(&state->present);
 
-	g_key_file_set_string(file, FILE_GROUP, "path", path);
-	g_key_file_set_uint64(file, FILE_GROUP, "size", state->size);
+	g_key_file_set_string(file, FILE_SECTION, "path", path);
+	g_key_file_set_uint64(file, FILE_SECTION, "size", state->size);
 	if (state->etag)
-		g_key_file_set_string(file, FILE_GROUP, "etag", state->etag);
+		g_key_file_set_string(file, FILE_SECTION, "etag", state->etag);
 	if (state->last_modified >= 0)
-		g_key_file_set_int64(file, FILE_GROUP, "last-modified", state->last_modified);
-	g_key_file_set_string(file, FILE_GROUP, "present", present);
+		g_key_file_set_int64(file, FILE_SECTION, "last-modified", state->last_modified);
+	g_key_file_set_string(file, FILE_SECTION, "present", present);
 	return save_state(store, relpath, file, err);
 }
 
@@ -361,9 +361,9 @@ gint64 hsm_store_restore_mtime(int fd)
 
 gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath)
 {
-	g_autoptr(GKeyFile) dir = load_state(store, relpath, DIR_GROUP);
+	g_autoptr(GKeyFile) dir = load_state(store, relpath, DIR_SECTION);
 
-	return dir && g_key_file_get_boolean(dir, DIR_GROUP, "populated", NULL);
+	return dir && g_key_file_get_boolean(dir, DIR_SECTION, "populated", NULL);
 }
 
 gboolean hsm_store_mark_populated(HsmStore *store, const char *relpath, guint entries,
@@ -372,9 +372,9 @@ gboolean hsm_store_mark_populated(HsmStore *store, const char *relpath, guint en
 	g_autoptr(GKeyFile) dir = g_key_file_new();
 	g_autofree char *path = escaped_path(relpath);
 
-	g_key_file_set_string(dir, DIR_GROUP, "path", path);
-	g_key_file_set_boolean(dir, DIR_GROUP, "populated", TRUE);
-	g_key_file_set_uint64(dir, DIR_GROUP, "entries", entries);
-	g_key_file_set_int64(dir, DIR_GROUP, "listed", g_get_real_time() / G_USEC_PER_SEC);
+	g_key_file_set_string(dir, DIR_SECTION, "path", path);
+	g_key_file_set_boolean(dir, DIR_SECTION, "populated", TRUE);
+	g_key_file_set_uint64(dir, DIR_SECTION, "entries", entries);
+	g_key_file_set_int64(dir, DIR_SECTION, "listed", g_get_real_time() / G_USEC_PER_SEC);
 	return save_state(store, relpath, dir, err);
 }

@@ -28,18 +28,20 @@
 #define CACHE_TIMEOUT 3600.0
 #define MAX_THREADS 64
 
+/* What a FUSE inode number stands for: a path in the cache tree (the
+ * kernel's lookup count keeps it). */
 typedef struct {
 	char *relpath;
 	guint64 nlookup;            /* protected by HsmFuse.lock */
-} Inode;
+} PathNode;
 
 struct HsmFuse {
 	HsmTree *tree;
 	int tree_fd;
 	struct fuse_session *session;
-	Inode root;
+	PathNode root;
 	GMutex lock;
-	GHashTable *inodes;         /* relpath -> Inode *; protected by lock */
+	GHashTable *inodes;         /* relpath -> PathNode *; protected by lock */
 	GThreadPool *invalidator;   /* kernel cache invalidations, off request threads */
 };
 
@@ -59,12 +61,12 @@ static HsmFuse *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-static Inode *inode_of(fuse_req_t req, fuse_ino_t ino)
+static PathNode *node_of(fuse_req_t req, fuse_ino_t ino)
 {
-	return ino == FUSE_ROOT_ID ? &fs_of(req)->root : (Inode *)(uintptr_t)ino;
+	return ino == FUSE_ROOT_ID ? &fs_of(req)->root : (PathNode *)(uintptr_t)ino;
 }
 
-static fuse_ino_t ino_of(HsmFuse *fs, Inode *inode)
+static fuse_ino_t ino_of(HsmFuse *fs, PathNode *inode)
 {
 	return inode == &fs->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)inode;
 }
@@ -90,21 +92,21 @@ static int stat_entry(HsmFuse *fs, const char *relpath, struct stat *st)
 
 static void free_inode(gpointer data)
 {
-	Inode *inode = data;
+	PathNode *inode = data;
 
 	g_free(inode->relpath);
 	g_free(inode);
 }
 
 /* The inode of relpath, with one more lookup reference. */
-static Inode *lookup_inode(HsmFuse *fs, const char *relpath)
+static PathNode *lookup_inode(HsmFuse *fs, const char *relpath)
 {
-	Inode *inode;
+	PathNode *inode;
 
 	g_mutex_lock(&fs->lock);
 	inode = g_hash_table_lookup(fs->inodes, relpath);
 	if (!inode) {
-		inode = g_new0(Inode, 1);
+		inode = g_new0(PathNode, 1);
 		inode->relpath = g_strdup(relpath);
 		g_hash_table_insert(fs->inodes, inode->relpath, inode);
 	}
@@ -113,7 +115,7 @@ static Inode *lookup_inode(HsmFuse *fs, const char *relpath)
 	return inode;
 }
 
-static void forget_inode(HsmFuse *fs, Inode *inode, guint64 count)
+static void forget_node(HsmFuse *fs, PathNode *inode, guint64 count)
 {
 	if (inode == &fs->root)
 		return;
@@ -156,7 +158,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	HsmFuse *fs = fs_of(req);
-	Inode *dir = inode_of(req, parent);
+	PathNode *dir = node_of(req, parent);
 	struct fuse_entry_param e;
 	GError *err = NULL;
 	int code;
@@ -174,21 +176,21 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	forget_inode(fs_of(req), inode_of(req, ino), nlookup);
+	forget_node(fs_of(req), node_of(req, ino), nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		forget_inode(fs_of(req), inode_of(req, forgets[i].ino), forgets[i].nlookup);
+		forget_node(fs_of(req), node_of(req, forgets[i].ino), forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int code = stat_entry(fs_of(req), inode_of(req, ino)->relpath, &st);
+	int code = stat_entry(fs_of(req), node_of(req, ino)->relpath, &st);
 
 	(void)fi;
 	if (code)
@@ -207,7 +209,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	HsmFuse *fs = fs_of(req);
-	Inode *inode = inode_of(req, ino);
+	PathNode *inode = node_of(req, ino);
 	GError *err = NULL;
 	OpenDir *d;
 	int fd;
@@ -244,7 +246,7 @@ static void read_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			   struct fuse_file_info *fi, gboolean plus)
 {
 	HsmFuse *fs = fs_of(req);
-	Inode *dir = inode_of(req, ino);
+	PathNode *dir = node_of(req, ino);
 	OpenDir *d = (OpenDir *)(uintptr_t)fi->fh;
 	g_autofree char *buf = g_malloc(size);
 	size_t used = 0;
@@ -285,7 +287,7 @@ static void read_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 					       &e.attr, telldir(d->dir));
 		if (len > size - used) {
 			if (e.ino)
-				forget_inode(fs, (Inode *)(uintptr_t)e.ino, 1);
+				forget_node(fs, (PathNode *)(uintptr_t)e.ino, 1);
 			break;
 		}
 		used += len;
@@ -320,7 +322,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	HsmFuse *fs = fs_of(req);
-	Inode *inode = inode_of(req, ino);
+	PathNode *inode = node_of(req, ino);
 	GError *err = NULL;
 	OpenFile *open_file;
 	HsmFile *file;
@@ -443,7 +445,7 @@ static void invalidate(gpointer data, gpointer user_data)
 {
 	HsmFuse *fs = user_data;
 	char *relpath = data;
-	Inode *inode;
+	PathNode *inode;
 	fuse_ino_t ino = 0;
 
 	g_mutex_lock(&fs->lock);
