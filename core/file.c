@@ -1,4 +1,4 @@
-/* One cached file: which bytes are present, and fetching the rest.
+/* One cached file (file.h): which bytes are present, and fetching the rest.
  *
  * The path of a read: hsm_file_ensure() finds the first missing byte of the
  * range; if a running fetch will write it, it waits for that fetch, else it
@@ -7,6 +7,7 @@
  * each piece libcurl hands over straight into the cache file and marks it
  * present at once, waking the readers waiting for it.
  */
+#include "file.h"
 #include "error.h"
 #include "tree-private.h"
 #include "url.h"
@@ -101,6 +102,27 @@ static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until,
 	}
 	g_ptr_array_remove_fast(file->waiters, &w);
 	g_cond_clear(&w.ready);
+}
+
+/* ---- References (the tree's lock counts them: it frees unused files) ---- */
+
+HsmFile *hsm_file_ref(HsmFile *file)
+{
+	g_mutex_lock(&file->tree->lock);
+	file->refs++;
+	g_mutex_unlock(&file->tree->lock);
+	return file;
+}
+
+void hsm_file_unref(HsmFile *file)
+{
+	HsmTree *tree = file->tree;
+
+	g_mutex_lock(&tree->lock);
+	g_assert(file->refs > 0);
+	file->refs--;
+	file->last_used = g_get_monotonic_time();
+	g_mutex_unlock(&tree->lock);
 }
 
 /* ---- Opening ---- */

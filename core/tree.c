@@ -64,25 +64,6 @@ void hsm_tree_hook_evicting(HsmTree *tree, int fd)
 
 /* ---- Files ---- */
 
-HsmFile *hsm_file_ref(HsmFile *file)
-{
-	g_mutex_lock(&file->tree->lock);
-	file->refs++;
-	g_mutex_unlock(&file->tree->lock);
-	return file;
-}
-
-void hsm_file_unref(HsmFile *file)
-{
-	HsmTree *tree = file->tree;
-
-	g_mutex_lock(&tree->lock);
-	g_assert(file->refs > 0);
-	file->refs--;
-	file->last_used = g_get_monotonic_time();
-	g_mutex_unlock(&tree->lock);
-}
-
 HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
 {
 	HsmFile *file, *raced;

@@ -4,8 +4,9 @@
  * ends ask for two things, both idempotent and safe from any thread:
  *   - hsm_tree_populate(): make a directory's entries exist in the cache
  *     tree (one listing request, HEADs only for inexact sizes);
- *   - hsm_file_ensure(): make a byte range of a file present in its cache
- *     file (single flight per range, growing window for sequential reads).
+ *   - hsm_file_ensure() (file.h): make a byte range of a file present in its
+ *     cache file (single flight per range, growing window for sequential
+ *     reads).
  * Then they serve the cache tree: FUSE by reading it, fanotify mode by
  * letting the kernel read it.
  */
@@ -13,6 +14,7 @@
 #define HSM_TREE_H
 
 #include "fetch.h"
+#include "file.h"
 #include "store.h"
 
 #include <glib.h>
@@ -30,7 +32,6 @@ void hsm_tree_options_init(HsmTreeOptions *options);
 void hsm_tree_options_clear(HsmTreeOptions *options);
 
 typedef struct HsmTree HsmTree;
-typedef struct HsmFile HsmFile;
 
 /* What a front end wants to know about cached files (any thread).
  * changed: the remote content changed and the cached bytes were dropped
@@ -62,44 +63,5 @@ gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
 
 /* A reference to the file at relpath (which must exist in the cache tree). */
 HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);
-
-HsmFile *hsm_file_ref(HsmFile *file);
-void hsm_file_unref(HsmFile *file);
-
-/* Who a read is for, when the front end can tell that it went away (a
- * killed reader): gone() is polled a few times a second while the read
- * waits, and TRUE makes it return with EINTR. */
-typedef struct {
-	gboolean (*gone)(gpointer data);
-	gpointer data;
-} HsmReader;
-
-/* Blocks until [offset, offset + length) (clipped to the file size) is
- * present in the cache file, fetching what is missing.  reader may be
- * NULL.  A fetch nobody waits for any more is cancelled after a while. */
-gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const HsmReader *reader,
-			 GError **err);
-
-/* TRUE once process pid (GINT_TO_POINTER) no longer exists: a reader
- * that was killed, as an HsmReader's gone(). */
-gboolean hsm_process_gone(gpointer pid);
-
-/* Makes the file's fetched bytes, then the state that lists them, durable
- * now (the daemon otherwise saves changed states once a second).  Safe
- * from any thread. */
-gboolean hsm_file_save(HsmFile *file, GError **err);
-
-typedef struct {
-	guint64 size;
-	guint64 present;        /* bytes */
-	guint generation;       /* bumped when the remote file changed */
-} HsmFileStatus;
-
-void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
-
-/* Frees the local copy of the file: under a write lease (so nobody has it
- * open: EBUSY otherwise) the state first forgets every range, then the
- * bytes are punched out.  Later reads fetch again. */
-gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err);
 
 #endif
