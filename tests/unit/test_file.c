@@ -18,13 +18,14 @@ typedef struct {
 	HsmFile *file;
 } Fixture;
 
+/* data: non-NULL for a listing with rounded sizes. */
 static void fixture_setup(Fixture *fx, gconstpointer data)
 {
 	HsmTreeOptions options;
 	g_autoptr(GError) err = NULL;
 
-	(void)data;
 	fx->server = test_server_start(SERVE_RANGES);
+	g_atomic_int_set(&fx->server->rounded, data != NULL);
 	fx->cache = g_dir_make_tmp("httphsm-test-XXXXXX", NULL);
 	hsm_tree_options_init(&options);
 	options.url = test_server_url(fx->server, "/");
@@ -84,6 +85,22 @@ static void test_listing_makes_sparse_files(Fixture *fx, gconstpointer data)
 	g_assert_cmpint(st.st_mtime, ==, 1796206800); /* 02-Dec-2026 10:20 GMT */
 	g_assert_cmpuint(present(fx), ==, 0);
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 0);
+}
+
+static void test_rounded_listing_gets_exact_sizes(Fixture *fx, gconstpointer data)
+{
+	g_autofree char *path = g_build_filename(fx->cache, "tree", "f", NULL);
+	struct stat st;
+
+	(void)data;
+	g_assert_cmpint(g_atomic_int_get(&fx->server->heads), ==, 1);
+	g_assert_cmpint(stat(path, &st), ==, 0);
+	g_assert_cmpint(st.st_size, ==, TEST_FILE_SIZE); /* not 97K */
+	g_assert_cmpint(st.st_mtime, ==, 1796206833); /* Last-Modified, to the second */
+	/* A populated directory is not listed again. */
+	g_assert_true(hsm_tree_is_populated(fx->tree, ""));
+	g_assert_true(hsm_tree_populate(fx->tree, "", NULL));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->heads), ==, 1);
 }
 
 static void test_range_becomes_present(Fixture *fx, gconstpointer data)
@@ -186,6 +203,8 @@ int main(int argc, char **argv)
 			  g_log_default_handler, NULL);
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/file/listing-makes-sparse-files", test_listing_makes_sparse_files);
+	g_test_add("/file/rounded-listing-gets-exact-sizes", Fixture, "rounded", fixture_setup,
+		   test_rounded_listing_gets_exact_sizes, fixture_teardown);
 	ADD("/file/range-becomes-present", test_range_becomes_present);
 	ADD("/file/concurrent-readers-share-fetches", test_concurrent_readers_share_fetches);
 	ADD("/file/change-drops-old-bytes", test_change_on_the_server_drops_the_old_bytes);

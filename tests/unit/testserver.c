@@ -21,15 +21,20 @@ static void send_all(int fd, const void *data, gsize len)
 	}
 }
 
-/* The index page of /: the one file, its exact size and a date. */
-static void serve_listing(int fd)
+/* The index page of /: the one file, its size (exact or rounded) and a
+ * date. */
+static void serve_listing(TestServer *server, int fd)
 {
-	char page[256], header[256];
+	char page[256], header[256], size[32];
 
+	if (g_atomic_int_get(&server->rounded))
+		g_snprintf(size, sizeof(size), "%dK", TEST_FILE_SIZE / 1024);
+	else
+		g_snprintf(size, sizeof(size), "%d", TEST_FILE_SIZE);
 	g_snprintf(page, sizeof(page),
 		   "<html><body><pre><a href=\"../\">../</a>\n"
-		   "<a href=\"f\">f</a>  02-Dec-2026 10:20  %d\n</pre></body></html>\n",
-		   TEST_FILE_SIZE);
+		   "<a href=\"f\">f</a>  02-Dec-2026 10:20  %s\n</pre></body></html>\n",
+		   size);
 	g_snprintf(header, sizeof(header),
 		   "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %zu\r\n"
 		   "Connection: close\r\n\r\n",
@@ -50,7 +55,16 @@ static void serve_one(TestServer *server, int fd)
 		return;
 	request[n] = '\0';
 	if (g_str_has_prefix(request, "GET / ")) {
-		serve_listing(fd);
+		serve_listing(server, fd);
+		return;
+	}
+	if (g_str_has_prefix(request, "HEAD ")) {
+		g_atomic_int_inc(&server->heads);
+		g_snprintf(header, sizeof(header),
+			   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"v%u\"\r\n"
+			   "Last-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\nConnection: close\r\n\r\n",
+			   TEST_FILE_SIZE, g_atomic_int_get(&server->version));
+		send_all(fd, header, strlen(header));
 		return;
 	}
 	count = g_atomic_int_add(&server->requests, 1);

@@ -1,6 +1,6 @@
 /* A scripted HTTP/1.1 server on 127.0.0.1 for unit tests: one file, /f,
  * of TEST_FILE_SIZE bytes, listed by an nginx-style index page at /, and
- * served as the mode says.  One connection at a time, closed after each
+ * served as the mode says (HEAD: its headers).  One connection at a time, closed after each
  * response. */
 #ifndef HSM_TEST_SERVER_H
 #define HSM_TEST_SERVER_H
@@ -26,6 +26,8 @@ typedef struct {
 	guint version;       /* atomic: part of the ETag; test_server_change() bumps it */
 	gint requests;       /* atomic: requests for /f */
 	gint delay_ms;       /* atomic: before each response to /f */
+	gint rounded;        /* atomic: the index shows "98K", as kernel.org's does */
+	gint heads;          /* atomic: HEAD requests for /f */
 	gint stop;           /* atomic */
 	GThread *thread;
 } TestServer;
