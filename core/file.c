@@ -389,13 +389,6 @@ static void restore_mtime(HsmFile *file)
 	hsm_store_put_mtime(file->fd, file->remote_mtime);
 }
 
-/* A fetch of an older version of the file writes nothing any more, and
- * its outcome is no answer to a reader of the new one. */
-static gboolean fetch_is_current(HsmFile *file, const Fetch *fetch)
-{
-	return fetch->generation == file->generation;
-}
-
 static void remember_failure(HsmFile *file, Fetch *fetch)
 {
 	g_clear_error(&file->failure);
@@ -462,7 +455,7 @@ static Fetch *fetch_covering(HsmFile *file, guint64 offset)
 	for (guint i = 0; i < file->fetches->len; i++) {
 		Fetch *fetch = file->fetches->pdata[i];
 
-		if (fetch_is_current(file, fetch) && fetch->start <= offset && offset < fetch->end)
+		if (fetch->start <= offset && offset < fetch->end)
 			return fetch;
 	}
 	return NULL;
@@ -478,7 +471,7 @@ static guint64 fetch_limit(HsmFile *file, guint64 offset)
 	for (guint i = 0; i < file->fetches->len; i++) {
 		Fetch *fetch = file->fetches->pdata[i];
 
-		if (fetch_is_current(file, fetch) && fetch->start > offset)
+		if (fetch->start > offset)
 			limit = MIN(limit, fetch->start);
 	}
 	return limit;
