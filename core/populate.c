@@ -186,15 +186,25 @@ static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
 
-/* Makes one entry match the listing; `cached` tells whether the cache
- * directory has an entry of that name.  Returns FALSE with errno set. */
+/* Creates a listed entry the cache directory does not have.  Returns
+ * FALSE with errno set. */
+static gboolean create_entry(int dirfd, const HsmListingEntry *entry)
+{
+	if (entry->type == HSM_ENTRY_DIR)
+		return mkdirat(dirfd, entry->name, 0755) == 0 &&
+		       set_dir_mtime(dirfd, entry->name, entry);
+	return create_file(dirfd, entry);
+}
+
+/* Makes an entry the cache directory has match the listing.  Returns
+ * FALSE with errno set. */
 static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
-				const HsmListingEntry *entry, gboolean cached)
+				const HsmListingEntry *entry)
 {
 	gboolean want_dir = entry->type == HSM_ENTRY_DIR;
 	struct stat st;
 
-	if (cached && fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	if (fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (want_dir && S_ISDIR(st.st_mode))
 			return set_dir_mtime(dirfd, entry->name, entry);
 		if (!want_dir && S_ISREG(st.st_mode) && (guint64)st.st_size == entry->size &&
@@ -203,13 +213,10 @@ static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
 		/* Another version, or another type: drop what we had. */
 		if (!remove_entry(tree, dirfd, relpath, entry->name))
 			return FALSE;
-	} else if (cached && errno != ENOENT) {
+	} else if (errno != ENOENT) {
 		return FALSE;
 	}
-	if (want_dir)
-		return mkdirat(dirfd, entry->name, 0755) == 0 &&
-		       set_dir_mtime(dirfd, entry->name, entry);
-	return create_file(dirfd, entry);
+	return create_entry(dirfd, entry);
 }
 
 static int compare_name_to_entry(const void *name, const void *entry)
@@ -261,9 +268,11 @@ static GHashTable *remove_vanished(HsmTree *tree, int dirfd, const char *relpath
 
 static void warn_too_big(const char *relpath, const HsmListingEntry *entry)
 {
-	g_warning("%s%s%s: listed size %" G_GUINT64_FORMAT
+	g_autofree char *path = hsm_path_join(relpath, entry->name);
+
+	g_warning("%s: listed size %" G_GUINT64_FORMAT
 		  " is more than the cache can hold; leaving it out",
-		  relpath, *relpath ? "/" : "", entry->name, entry->size);
+		  path, entry->size);
 }
 
 /* New entries are created by a few threads: a complete file is several
@@ -272,7 +281,6 @@ static void warn_too_big(const char *relpath, const HsmListingEntry *entry)
 #define ENTRIES_PER_CREATOR 2048
 
 typedef struct {
-	HsmTree *tree;
 	int dirfd;
 	const char *relpath;
 	GPtrArray *entries;      /* to create */
@@ -288,7 +296,7 @@ static gpointer create_entries(gpointer data)
 	for (guint i = c->first; i < c->entries->len; i += c->step) {
 		const HsmListingEntry *entry = c->entries->pdata[i];
 
-		if (reconcile_entry(c->tree, c->dirfd, c->relpath, entry, FALSE))
+		if (create_entry(c->dirfd, entry))
 			continue;
 		/* One entry the cache file system cannot hold (a size past its
 		 * limit) costs that entry, not the directory. */
@@ -303,8 +311,8 @@ static gpointer create_entries(gpointer data)
 	return NULL;
 }
 
-static gboolean create_new_entries(HsmTree *tree, int dirfd, const char *relpath,
-				   GPtrArray *entries, GError **err)
+static gboolean create_new_entries(int dirfd, const char *relpath, GPtrArray *entries,
+				   GError **err)
 {
 	guint count = CLAMP(entries->len / ENTRIES_PER_CREATOR, 1,
 			    MIN(g_get_num_processors(), MAX_CREATORS));
@@ -312,7 +320,7 @@ static gboolean create_new_entries(HsmTree *tree, int dirfd, const char *relpath
 	GThread *threads[MAX_CREATORS];
 
 	for (guint i = 0; i < count; i++) {
-		creators[i] = (Creator){ tree, dirfd, relpath, entries, i, count, 0, NULL };
+		creators[i] = (Creator){ dirfd, relpath, entries, i, count, 0, NULL };
 		threads[i] = i ? g_thread_new("hsm-populate", create_entries, &creators[i]) : NULL;
 	}
 	create_entries(&creators[0]);
@@ -352,7 +360,7 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 
 		if (!g_hash_table_contains(kept, entry->name)) {
 			g_ptr_array_add(fresh, (gpointer)entry);
-		} else if (!reconcile_entry(tree, dirfd, relpath, entry, TRUE)) {
+		} else if (!reconcile_entry(tree, dirfd, relpath, entry)) {
 			if (errno != EFBIG) {
 				entry_error(err, errno, "cannot update cache entry", relpath,
 					    entry->name);
@@ -361,7 +369,7 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 			warn_too_big(relpath, entry);
 		}
 	}
-	if (!create_new_entries(tree, dirfd, relpath, fresh, err))
+	if (!create_new_entries(dirfd, relpath, fresh, err))
 		goto out;
 	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
 	ok = hsm_store_mark_populated(tree->store, relpath, listing->entries->len, err);
