@@ -563,13 +563,14 @@ static gboolean range_begin_response(RangeTransfer *t)
 		t->stream_limit = MIN(last + 1, t->end);
 	} else if (status == 200) {
 		t->stream_offset = 0;
-		t->stream_limit = t->size;
+		t->stream_limit = G_MAXUINT64;
 		info.whole_body = TRUE;
 	} else {
 		t->unwanted = TRUE;
 		return FALSE;
 	}
 	fill_remote_info(t->curl, &t->headers, &info);
+	/* Nothing at or past the end of the file, as we or the server know it. */
 	t->stream_limit = MIN(t->stream_limit, MIN(info.size, t->size));
 	if (!t->sink.check(t->user_data, &info, &t->fatal)) {
 		hsm_remote_info_clear(&info);
