@@ -79,7 +79,7 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 	struct stat st;
 
 	/* AT_EMPTY_PATH: "" is the root itself. */
-	if (fstatat(hsm_store_tree_fd(hsm_tree_store(control->tree)), relpath, &st,
+	if (fstatat(hsm_tree_root_fd(control->tree), relpath, &st,
 		    AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0) {
 		reply(fd, "error %d %s: %s\n", errno, relpath, g_strerror(errno));
 		return;
@@ -219,7 +219,7 @@ static gpointer accept_clients(gpointer data)
 HsmControl *hsm_control_start(HsmTree *tree, GError **err)
 {
 	HsmControl *control = g_new0(HsmControl, 1);
-	const char *cache_dir = hsm_store_dir(hsm_tree_store(tree));
+	const char *cache_dir = hsm_tree_cache_dir(tree);
 	struct sockaddr_un addr;
 	int dir_fd = -1;
 

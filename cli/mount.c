@@ -188,7 +188,7 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 	if (!tree->url)
 		return FALSE;
 	tree->cache_dir = o->cache_dir ? g_canonicalize_filename(o->cache_dir, NULL)
-				       : hsm_store_default_dir(tree->url);
+				       : hsm_tree_default_cache_dir(tree->url);
 	tree->fetch.credentials = g_strdup(o->credentials);
 	tree->fetch.netrc = o->netrc;
 	tree->fetch.proxy = g_strdup(o->proxy);
@@ -248,7 +248,7 @@ static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, cons
 static gboolean check_root(HsmTree *tree, GError **err)
 {
 	if (!hsm_tree_populate(tree, "", err)) {
-		g_prefix_error(err, "cannot list %s: ", hsm_store_url(hsm_tree_store(tree)));
+		g_prefix_error(err, "cannot list %s: ", hsm_tree_url(tree));
 		return FALSE;
 	}
 	return TRUE;
@@ -257,17 +257,16 @@ static gboolean check_root(HsmTree *tree, GError **err)
 /* The mount works: open the control socket, tell the world, then the parent. */
 static HsmControl *announce(HsmTree *tree, const char *mountpoint, const char *mode)
 {
-	HsmStore *store = hsm_tree_store(tree);
 	g_autoptr(GError) err = NULL;
 	HsmControl *control = hsm_control_start(tree, &err);
 
 	if (!control)
 		g_warning("%s (status, prefetch and evict will not work)", err->message);
 	g_clear_error(&err);
-	if (!hsm_registry_add(mountpoint, hsm_store_dir(store), mode, &err))
+	if (!hsm_registry_add(mountpoint, hsm_tree_cache_dir(tree), mode, &err))
 		g_warning("%s (httphsm umount/status will not find this mount)", err->message);
-	g_message("serving %s on %s (%s mode, cache %s)", hsm_store_url(store), mountpoint, mode,
-		  hsm_store_dir(store));
+	g_message("serving %s on %s (%s mode, cache %s)", hsm_tree_url(tree), mountpoint, mode,
+		  hsm_tree_cache_dir(tree));
 	hsm_daemon_ready();
 	return control;
 }

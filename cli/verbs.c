@@ -153,56 +153,60 @@ static gboolean run(const Verb *verb, const char *path)
 	return ok;
 }
 
-static int run_verb(Verb *verb, int argc, char **argv)
+static const Verb verbs[] = {
+	{ "status",
+	  "Usage: httphsm status [--bytes] PATH...\n\n"
+	  "Shows how much of each file is in the local cache: online (nothing\n"
+	  "yet), partial or full, with present bytes / size; for directories,\n"
+	  "whether their listing was fetched (populated).  --bytes prints exact\n"
+	  "byte counts.\n",
+	  FALSE },
+	{ "prefetch",
+	  "Usage: httphsm prefetch PATH...\n\n"
+	  "Fetches whole files into the local cache now (with a progress bar on\n"
+	  "a terminal), so that later reads need no network.\n",
+	  FALSE },
+	{ "evict",
+	  "Usage: httphsm evict [--bytes] PATH...\n\n"
+	  "Frees the local copy of files (they stay visible and are fetched\n"
+	  "again when read).  A file that is open is left alone (exit status 1).\n",
+	  FALSE },
+};
+
+static int run_verb(const char *name, int argc, char **argv)
 {
 	int failures = 0, first = 1;
+	Verb verb = verbs[0];
 
+	for (gsize i = 0; i < G_N_ELEMENTS(verbs); i++)
+		if (!strcmp(verbs[i].verb, name))
+			verb = verbs[i];
 	if (argc > 1 && !strcmp(argv[1], "--bytes")) {
-		verb->bytes = TRUE;
+		verb.bytes = TRUE;
 		first = 2;
 	}
 	if (argc <= first || !strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
 		FILE *out = argc > first ? stdout : stderr;
 
-		fprintf(out, "%s", verb->usage);
+		fprintf(out, "%s", verb.usage);
 		return argc > first ? 0 : 2;
 	}
 	for (int i = first; i < argc; i++)
-		failures += !run(verb, argv[i]);
+		failures += !run(&verb, argv[i]);
 	return failures ? 1 : 0;
 }
 
 int hsm_command_status(int argc, char **argv)
 {
-	Verb verb = { "status",
-		      "Usage: httphsm status [--bytes] PATH...\n\n"
-		      "Shows how much of each file is in the local cache: online (nothing\n"
-		      "yet), partial or full, with present bytes / size; for directories,\n"
-		      "whether their listing was fetched (populated).  --bytes prints exact\n"
-		      "byte counts.\n",
-		      FALSE };
-
-	return run_verb(&verb, argc, argv);
+	return run_verb("status", argc, argv);
 }
 
 int hsm_command_prefetch(int argc, char **argv)
 {
-	Verb verb = { "prefetch",
-		      "Usage: httphsm prefetch PATH...\n\n"
-		      "Fetches whole files into the local cache now (with a progress bar on\n"
-		      "a terminal), so that later reads need no network.\n",
-		      FALSE };
-
-	return run_verb(&verb, argc, argv);
+	return run_verb("prefetch", argc, argv);
 }
 
 int hsm_command_evict(int argc, char **argv)
 {
-	Verb verb = { "evict",
-		      "Usage: httphsm evict [--bytes] PATH...\n\n"
-		      "Frees the local copy of files (they stay visible and are fetched\n"
-		      "again when read).  A file that is open is left alone (exit status 1).\n",
-		      FALSE };
-
-	return run_verb(&verb, argc, argv);
+	return run_verb("evict", argc, argv);
 }

@@ -37,6 +37,8 @@ void hsm_fetch_options_clear(HsmFetchOptions *options);
 
 typedef struct HsmFetcher HsmFetcher;
 
+/* Transfers on up to options->max_connections connections; nothing is
+ * sent until a request is made. */
 HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options);
 /* Aborts running transfers (their sinks see ECANCELED) and waits for them. */
 void hsm_fetcher_free(HsmFetcher *fetcher);

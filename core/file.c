@@ -9,12 +9,12 @@
  */
 #include "file.h"
 #include "error.h"
-#include "tree-private.h"
 #include "url.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +26,34 @@
 /* A fetch nobody has waited for this long is cancelled (a read-ahead whose
  * reader went away, a trickle its readers gave up on). */
 #define UNWANTED_AFTER_USEC (10 * G_USEC_PER_SEC)
+
+/* Locks: save_lock before lock; hooks run with neither held.  refs,
+ * last_used and detached are atomics, so that the owner can count users
+ * under its own lock without taking this one. */
+struct HsmFile {
+	HsmFileShared *shared;   /* immutable, like relpath, url and fd */
+	char *relpath;
+	char *url;
+	int fd;                  /* O_RDWR on the cache file */
+	atomic_uint refs;
+	_Atomic gint64 last_used; /* monotonic usec of the last unref */
+	atomic_int detached;     /* the path now names another file */
+
+	GMutex lock;
+	GPtrArray *waiters;      /* readers waiting for bytes; protected by lock */
+	HsmFileState state;      /* protected by lock */
+	GPtrArray *fetches;      /* running fetches; protected by lock */
+	gint64 remote_mtime;     /* protected by lock */
+	guint generation;        /* protected by lock */
+	guint64 seq_start;       /* where the sequential run began; protected by lock */
+	guint64 seq_next;        /* end of the last read; protected by lock */
+	guint64 window;          /* next fetch size; protected by lock */
+	gboolean dirty;          /* state differs from disk; protected by lock */
+	GError *failure;         /* the last failed fetch, protected by lock... */
+	HsmRange failed;         /* ...of these bytes... */
+	gint64 failed_until;     /* ...is the answer until then (monotonic usec) */
+	GMutex save_lock;        /* keeps saves in order */
+};
 
 typedef struct {
 	HsmFile *file;
@@ -104,25 +132,74 @@ static void wait_for(HsmFile *file, Fetch *fetch, guint64 from, guint64 until,
 	g_cond_clear(&w.ready);
 }
 
-/* ---- References (the tree's lock counts them: it frees unused files) ---- */
+/* ---- References ---- */
 
 HsmFile *hsm_file_ref(HsmFile *file)
 {
-	g_mutex_lock(&file->tree->lock);
-	file->refs++;
-	g_mutex_unlock(&file->tree->lock);
+	atomic_fetch_add(&file->refs, 1);
 	return file;
 }
 
 void hsm_file_unref(HsmFile *file)
 {
-	HsmTree *tree = file->tree;
+	/* The time first: once refs is 0 the owner may free the file. */
+	atomic_store(&file->last_used, g_get_monotonic_time());
+	guint before = atomic_fetch_sub(&file->refs, 1);
 
-	g_mutex_lock(&tree->lock);
-	g_assert(file->refs > 0);
-	file->refs--;
-	file->last_used = g_get_monotonic_time();
-	g_mutex_unlock(&tree->lock);
+	g_assert(before > 0);
+}
+
+gint64 hsm_file_unused_since(HsmFile *file)
+{
+	return atomic_load(&file->refs) ? -1 : atomic_load(&file->last_used);
+}
+
+void hsm_file_detach(HsmFile *file)
+{
+	atomic_store(&file->detached, 1);
+}
+
+const char *hsm_file_relpath(HsmFile *file)
+{
+	return file->relpath;
+}
+
+/* ---- Hooks ---- */
+
+void hsm_file_shared_init(HsmFileShared *shared)
+{
+	memset(shared, 0, sizeof(*shared));
+	g_rw_lock_init(&shared->hooks_lock);
+}
+
+void hsm_file_shared_clear(HsmFileShared *shared)
+{
+	g_rw_lock_clear(&shared->hooks_lock);
+}
+
+void hsm_file_set_hooks(HsmFileShared *shared, const HsmFileHooks *hooks)
+{
+	g_rw_lock_writer_lock(&shared->hooks_lock);
+	if (hooks)
+		shared->hooks = *hooks;
+	else
+		memset(&shared->hooks, 0, sizeof(shared->hooks));
+	g_rw_lock_writer_unlock(&shared->hooks_lock);
+}
+
+/* Runs the front end's hook for a change of the remote file (or, with
+ * evicting, for an eviction), if it set one. */
+static void run_hook(HsmFile *file, gboolean evicting)
+{
+	HsmFileShared *shared = file->shared;
+	const HsmFileHooks *hooks = &shared->hooks;
+
+	g_rw_lock_reader_lock(&shared->hooks_lock);
+	if (evicting && hooks->evicting)
+		hooks->evicting(hooks->user_data, file->fd);
+	else if (!evicting && hooks->changed)
+		hooks->changed(hooks->user_data, file->relpath);
+	g_rw_lock_reader_unlock(&shared->hooks_lock);
 }
 
 /* ---- Opening ---- */
@@ -132,7 +209,7 @@ static void load_state(HsmFile *file, const struct stat *st)
 {
 	HsmFileState *state = &file->state;
 
-	if (hsm_store_load_file(file->tree->store, file->relpath, state) &&
+	if (hsm_store_load_file(file->shared->store, file->relpath, state) &&
 	    state->size == (guint64)st->st_size)
 		return;
 	hsm_file_state_clear(state);
@@ -140,11 +217,11 @@ static void load_state(HsmFile *file, const struct stat *st)
 	state->size = st->st_size;
 }
 
-HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
+HsmFile *hsm_file_open(HsmFileShared *shared, const char *relpath, GError **err)
 {
 	HsmFile *file;
 	struct stat st;
-	int fd = openat(hsm_store_tree_fd(tree->store), relpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	int fd = openat(hsm_store_tree_fd(shared->store), relpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		int code = fd < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
@@ -155,15 +232,16 @@ HsmFile *hsm_file_open(HsmTree *tree, const char *relpath, GError **err)
 		return NULL;
 	}
 	file = g_new0(HsmFile, 1);
-	file->tree = tree;
+	file->shared = shared;
 	file->relpath = g_strdup(relpath);
-	file->url = hsm_url_for_path(hsm_store_url(tree->store), relpath, FALSE);
+	file->url = hsm_url_for_path(hsm_store_url(shared->store), relpath, FALSE);
 	file->fd = fd;
+	file->refs = 1;
 	g_mutex_init(&file->lock);
 	file->waiters = g_ptr_array_new();
 	g_mutex_init(&file->save_lock);
 	file->fetches = g_ptr_array_new();
-	file->window = tree->options.min_window;
+	file->window = shared->min_window;
 	hsm_file_state_init(&file->state);
 	load_state(file, &st);
 	/* A crash between a write and putting the mtime back leaves it wrong. */
@@ -207,7 +285,7 @@ gboolean hsm_file_save(HsmFile *file, GError **err)
 
 	g_mutex_lock(&file->save_lock);
 	g_mutex_lock(&file->lock);
-	if (!file->dirty || g_atomic_int_get(&file->detached)) {
+	if (!file->dirty || atomic_load(&file->detached)) {
 		g_mutex_unlock(&file->lock);
 		g_mutex_unlock(&file->save_lock);
 		return TRUE;
@@ -222,7 +300,7 @@ gboolean hsm_file_save(HsmFile *file, GError **err)
 	if (fdatasync(file->fd) < 0)
 		g_set_error(&local, HSM_ERROR, errno, "cannot save the state of %s: %s",
 			    file->relpath, g_strerror(errno));
-	else if (!hsm_store_save_file(file->tree->store, file->relpath, &snapshot, &local))
+	else if (!hsm_store_save_file(file->shared->store, file->relpath, &snapshot, &local))
 		g_prefix_error(&local, "cannot save the state of %s: ", file->relpath);
 	if (local) {
 		g_warning("%s", local->message);
@@ -372,7 +450,7 @@ static gboolean fetch_check(gpointer user_data, const HsmRemoteInfo *info, GErro
 	}
 	g_mutex_unlock(&file->lock);
 	if (notify)
-		hsm_tree_hook_changed(file->tree, file->relpath);
+		run_hook(file, FALSE);
 	return *err == NULL;
 }
 
@@ -492,7 +570,7 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	fetch->end = MIN(align_up(MAX(want_end, start + file->window)), fetch_limit(file, missing));
 	g_ptr_array_add(file->fetches, fetch);
 	hsm_file_ref(file);
-	hsm_fetch_range(file->tree->fetcher, file->url, fetch->start, fetch->end,
+	hsm_fetch_range(file->shared->fetcher, file->url, fetch->start, fetch->end,
 			file->state.size, &fetch_sink, fetch);
 	return fetch;
 }
@@ -504,7 +582,7 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
  * max_window at a time. */
 static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 {
-	const HsmTreeOptions *options = &file->tree->options;
+	const HsmFileShared *options = file->shared;
 	gboolean sequential = file->seq_next && offset <= file->seq_next + options->min_window &&
 			      offset + options->max_window >= file->seq_next;
 
@@ -628,7 +706,7 @@ gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 	g_mutex_lock(&file->lock);
 	mtime = file->remote_mtime;
 	g_mutex_unlock(&file->lock);
-	hsm_tree_hook_evicting(file->tree, file->fd);
+	run_hook(file, TRUE);
 	/* While we hold it, nobody else has the file open, and opens wait. */
 	if (fcntl(file->fd, F_SETLEASE, F_WRLCK) < 0) {
 		g_set_error(err, HSM_ERROR, errno == EAGAIN ? EBUSY : errno, "%s: %s",

@@ -1,13 +1,30 @@
-/* One file of the cache tree, as front ends use it: an HsmFile comes from
- * hsm_tree_get_file() (tree.h) and makes byte ranges present on demand.
- * Every function is safe from any thread. */
+/* One file of the cache tree: an HsmFile makes byte ranges of its cache
+ * file present on demand.  Front ends get one from hsm_tree_get_file()
+ * (tree.h); the first part of this header is theirs, the last part the
+ * tree's.  Every function is safe from any thread. */
 #ifndef HSM_FILE_H
 #define HSM_FILE_H
+
+#include "fetch.h"
+#include "store.h"
 
 #include <glib.h>
 
 typedef struct HsmFile HsmFile;
 
+/* What a front end wants to know about cached files (any thread).
+ * changed: the remote content changed and the cached bytes were dropped
+ *          (drop kernel caches of relpath);
+ * evicting: fd's bytes are about to be dropped on request (make reads of
+ *          the file go through the daemon again). */
+typedef struct {
+	void (*changed)(gpointer user_data, const char *relpath);
+	void (*evicting)(gpointer user_data, int fd);
+	gpointer user_data;
+} HsmFileHooks;
+
+/* A holder of a reference may take another; the last unref leaves the
+ * file to its owner (tree.c), which frees it once idle. */
 HsmFile *hsm_file_ref(HsmFile *file);
 void hsm_file_unref(HsmFile *file);
 
@@ -40,11 +57,47 @@ typedef struct {
 	guint generation;       /* bumped when the remote file changed */
 } HsmFileStatus;
 
+/* A consistent snapshot (taken under the file's lock). */
 void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
 
 /* Frees the local copy of the file: under a write lease (so nobody has it
  * open: EBUSY otherwise) the state first forgets every range, then the
  * bytes are punched out.  Later reads fetch again. */
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err);
+
+/* ---- For the owner of the files (tree.c) ---- */
+
+/* What the files of one cache share.  The owner sets the first four
+ * fields before opening a file and keeps them (and the store and fetcher)
+ * until the last file is freed; hooks change only through
+ * hsm_file_set_hooks(). */
+typedef struct {
+	HsmStore *store;
+	HsmFetcher *fetcher;
+	guint64 min_window;     /* bytes fetched for a non-sequential miss */
+	guint64 max_window;     /* largest fetch of a sequential reader */
+	HsmFileHooks hooks;     /* protected by hooks_lock, held while one runs */
+	GRWLock hooks_lock;
+} HsmFileShared;
+
+void hsm_file_shared_init(HsmFileShared *shared);
+void hsm_file_shared_clear(HsmFileShared *shared);
+/* Sets (or with NULL, clears) the hooks; once it returns, no old hook
+ * runs any more. */
+void hsm_file_set_hooks(HsmFileShared *shared, const HsmFileHooks *hooks);
+
+/* Opens the cache file at relpath (a regular file) with one reference. */
+HsmFile *hsm_file_open(HsmFileShared *shared, const char *relpath, GError **err);
+/* Frees a file nobody references (see hsm_file_unused_since). */
+void hsm_file_free(HsmFile *file);
+/* The path below the cache tree (immutable). */
+const char *hsm_file_relpath(HsmFile *file);
+/* The monotonic time (usec) of the last unref if nobody holds a reference,
+ * else -1.  Only a holder of a reference can take another, so an owner that
+ * alone hands out first references may free a file once this is >= 0. */
+gint64 hsm_file_unused_since(HsmFile *file);
+/* The path now names another file (or nothing): its state is no longer
+ * saved, and it lives only until its holders let go. */
+void hsm_file_detach(HsmFile *file);
 
 #endif

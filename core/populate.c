@@ -8,7 +8,7 @@
  */
 #include "error.h"
 #include "listing.h"
-#include "tree-private.h"
+#include "populate.h"
 #include "url.h"
 
 #include <dirent.h>
@@ -28,13 +28,13 @@ static gboolean entry_error(GError **err, int code, const char *what, const char
 	return hsm_errno_error(err, code, what, *path ? path : "/");
 }
 
-static HsmListing *fetch_listing(HsmTree *tree, const char *relpath, GError **err)
+static HsmListing *fetch_listing(const HsmPopulator *pop, const char *relpath, GError **err)
 {
-	g_autofree char *url = hsm_url_for_path(hsm_store_url(tree->store), relpath, TRUE);
+	g_autofree char *url = hsm_url_for_path(hsm_store_url(pop->store), relpath, TRUE);
 	HsmPage page;
 	HsmListing *listing;
 
-	if (!hsm_fetch_page(tree->fetcher, url, tree->options.max_listing, &page, err))
+	if (!hsm_fetch_page(pop->fetcher, url, pop->max_listing, &page, err))
 		return NULL;
 	if (!page.is_html) {
 		g_set_error(err, HSM_ERROR, ENOTDIR, "%s is not a directory listing (not HTML)",
@@ -50,7 +50,7 @@ static HsmListing *fetch_listing(HsmTree *tree, const char *relpath, GError **er
 
 /* Gets exact sizes and mtimes with HEAD where the page had none.  Files
  * that vanished since the listing are dropped from it. */
-static gboolean complete_with_heads(HsmTree *tree, const char *relpath, HsmListing *listing,
+static gboolean complete_with_heads(const HsmPopulator *pop, const char *relpath, HsmListing *listing,
 				    GError **err)
 {
 	GPtrArray *entries = listing->entries;
@@ -66,11 +66,11 @@ static gboolean complete_with_heads(HsmTree *tree, const char *relpath, HsmListi
 		if (!hsm_listing_entry_needs_head(entry))
 			continue;
 		path = hsm_path_join(relpath, entry->name);
-		jobs[count].url = hsm_url_for_path(hsm_store_url(tree->store), path, FALSE);
+		jobs[count].url = hsm_url_for_path(hsm_store_url(pop->store), path, FALSE);
 		index[count++] = i;
 	}
 	if (count)
-		hsm_fetch_heads(tree->fetcher, jobs, count);
+		hsm_fetch_heads(pop->fetcher, jobs, count);
 	for (guint j = count; j-- > 0;) {
 		HsmListingEntry *entry = entries->pdata[index[j]];
 		HsmHeadJob *job = &jobs[j];
@@ -148,9 +148,9 @@ static gint64 cached_mtime(int dirfd, const char *name, const struct stat *st)
 	return mtime >= 0 ? mtime : st->st_mtime;
 }
 
-static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const char *name);
+static gboolean remove_entry(const HsmPopulator *pop, int dirfd, const char *parent, const char *name);
 
-static gboolean empty_directory(HsmTree *tree, int fd, const char *relpath)
+static gboolean empty_directory(const HsmPopulator *pop, int fd, const char *relpath)
 {
 	DIR *dir = fdopendir(fd);
 	struct dirent *d;
@@ -162,26 +162,26 @@ static gboolean empty_directory(HsmTree *tree, int fd, const char *relpath)
 	}
 	while ((d = readdir(dir)))
 		if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-			ok = remove_entry(tree, dirfd(dir), relpath, d->d_name) && ok;
+			ok = remove_entry(pop, dirfd(dir), relpath, d->d_name) && ok;
 	closedir(dir);
 	return ok;
 }
 
-/* Removes a cache entry (recursively), its saved state and what the tree
+/* Removes a cache entry (recursively), its saved state and what the owner
  * remembers of it; state first, so that no state outlives its data. */
-static gboolean remove_entry(HsmTree *tree, int dirfd, const char *parent, const char *name)
+static gboolean remove_entry(const HsmPopulator *pop, int dirfd, const char *parent, const char *name)
 {
 	g_autofree char *relpath = hsm_path_join(parent, name);
 	int fd;
 
-	hsm_store_forget(tree->store, relpath);
-	hsm_tree_forget(tree, relpath);
+	hsm_store_forget(pop->store, relpath);
+	pop->forget(pop->forget_data, relpath);
 	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return TRUE;
 	if (errno != EISDIR && errno != EPERM)
 		return FALSE;
 	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || !empty_directory(tree, fd, relpath))
+	if (fd < 0 || !empty_directory(pop, fd, relpath))
 		return FALSE;
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
@@ -198,7 +198,7 @@ static gboolean create_entry(int dirfd, const HsmListingEntry *entry)
 
 /* Makes an entry the cache directory has match the listing.  Returns
  * FALSE with errno set. */
-static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
+static gboolean reconcile_entry(const HsmPopulator *pop, int dirfd, const char *relpath,
 				const HsmListingEntry *entry)
 {
 	gboolean want_dir = entry->type == HSM_ENTRY_DIR;
@@ -211,7 +211,7 @@ static gboolean reconcile_entry(HsmTree *tree, int dirfd, const char *relpath,
 		    cached_mtime(dirfd, entry->name, &st) == entry_mtime(entry))
 			return TRUE;
 		/* Another version, or another type: drop what we had. */
-		if (!remove_entry(tree, dirfd, relpath, entry->name))
+		if (!remove_entry(pop, dirfd, relpath, entry->name))
 			return FALSE;
 	} else if (errno != ENOENT) {
 		return FALSE;
@@ -233,7 +233,7 @@ static gboolean is_listed(HsmListing *listing, const char *name)
 /* Removes the cached entries that the server no longer lists; returns the
  * names of those it still lists (none, for a directory listed the first
  * time: its entries are then created without looking for old ones). */
-static GHashTable *remove_vanished(HsmTree *tree, int dirfd, const char *relpath,
+static GHashTable *remove_vanished(const HsmPopulator *pop, int dirfd, const char *relpath,
 				   HsmListing *listing)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -260,7 +260,7 @@ static GHashTable *remove_vanished(HsmTree *tree, int dirfd, const char *relpath
 		g_autofree char *path = hsm_path_join(relpath, gone->pdata[i]);
 
 		g_message("%s: no longer on the server; removing it from the cache", path);
-		if (!remove_entry(tree, dirfd, relpath, gone->pdata[i]))
+		if (!remove_entry(pop, dirfd, relpath, gone->pdata[i]))
 			g_warning("cannot remove %s: %s", path, g_strerror(errno));
 	}
 	return kept;
@@ -333,9 +333,9 @@ static gboolean create_new_entries(int dirfd, const char *relpath, GPtrArray *en
 	return TRUE;
 }
 
-gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
+gboolean hsm_populate_dir(const HsmPopulator *pop, const char *relpath, GError **err)
 {
-	HsmListing *listing = fetch_listing(tree, relpath, err);
+	HsmListing *listing = fetch_listing(pop, relpath, err);
 	g_autoptr(GHashTable) kept = NULL;
 	g_autoptr(GPtrArray) fresh = NULL;
 	int dirfd = -1;
@@ -344,23 +344,23 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	if (!listing)
 		goto out;
 	g_debug("listed %s/: %u entries; completing sizes", relpath, listing->entries->len);
-	if (!complete_with_heads(tree, relpath, listing, err))
+	if (!complete_with_heads(pop, relpath, listing, err))
 		goto out;
 	g_debug("%s/: sizes complete; creating entries", relpath);
-	dirfd = openat(hsm_store_tree_fd(tree->store), *relpath ? relpath : ".",
+	dirfd = openat(hsm_store_tree_fd(pop->store), *relpath ? relpath : ".",
 		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		entry_error(err, errno, "cannot open cache directory", relpath, NULL);
 		goto out;
 	}
-	kept = remove_vanished(tree, dirfd, relpath, listing);
+	kept = remove_vanished(pop, dirfd, relpath, listing);
 	fresh = g_ptr_array_new();
 	for (guint i = 0; i < listing->entries->len; i++) {
 		const HsmListingEntry *entry = listing->entries->pdata[i];
 
 		if (!g_hash_table_contains(kept, entry->name)) {
 			g_ptr_array_add(fresh, (gpointer)entry);
-		} else if (!reconcile_entry(tree, dirfd, relpath, entry)) {
+		} else if (!reconcile_entry(pop, dirfd, relpath, entry)) {
 			if (errno != EFBIG) {
 				entry_error(err, errno, "cannot update cache entry", relpath,
 					    entry->name);
@@ -372,7 +372,7 @@ gboolean hsm_populate_dir(HsmTree *tree, const char *relpath, GError **err)
 	if (!create_new_entries(dirfd, relpath, fresh, err))
 		goto out;
 	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
-	ok = hsm_store_mark_populated(tree->store, relpath, listing->entries->len, err);
+	ok = hsm_store_mark_populated(pop->store, relpath, listing->entries->len, err);
 	g_debug("listed %s/: %u entries", relpath, listing->entries->len);
 out:
 	if (dirfd >= 0)

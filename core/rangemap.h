@@ -27,6 +27,7 @@ gboolean hsm_range_map_contains(const HsmRangeMap *map, guint64 start, guint64 e
 guint64 hsm_range_map_first_missing(const HsmRangeMap *map, guint64 start, guint64 end);
 /* The first byte >= start that is in the map, or G_MAXUINT64. */
 guint64 hsm_range_map_next_present(const HsmRangeMap *map, guint64 start);
+/* Bytes in the map; number of disjoint ranges. */
 guint64 hsm_range_map_total(const HsmRangeMap *map);
 guint hsm_range_map_count(const HsmRangeMap *map);
 

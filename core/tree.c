@@ -5,8 +5,9 @@
  * state each time).  A flusher thread saves changed file states every second
  * and drops idle files.
  */
+#include "tree.h"
 #include "error.h"
-#include "tree-private.h"
+#include "populate.h"
 #include "url.h"
 
 #include <errno.h>
@@ -14,6 +15,25 @@
 
 #define FLUSH_INTERVAL_USEC G_USEC_PER_SEC
 #define IDLE_USEC (30 * G_USEC_PER_SEC)
+
+/* Locks: tree->lock is never held while a file's lock is taken, nor while
+ * a fetch or a populate runs. */
+struct HsmTree {
+	HsmTreeOptions options;  /* immutable, like store and fetcher */
+	HsmStore *store;
+	HsmFetcher *fetcher;
+	HsmFileShared shared;    /* what every file uses */
+
+	GMutex lock;
+	GHashTable *files;       /* relpath -> HsmFile *; protected by lock */
+	GHashTable *populated;   /* set of relpaths; protected by lock */
+	GHashTable *populating;  /* relpath -> NULL while listed; protected by lock */
+	GPtrArray *detached;     /* files whose path went away; protected by lock */
+	GCond populate_done;     /* a populate finished */
+	GCond flusher_wake;
+	gboolean stopping;       /* protected by lock */
+	GThread *flusher;
+};
 
 void hsm_tree_options_init(HsmTreeOptions *options)
 {
@@ -31,35 +51,34 @@ void hsm_tree_options_clear(HsmTreeOptions *options)
 	hsm_fetch_options_clear(&options->fetch);
 }
 
-HsmStore *hsm_tree_store(HsmTree *tree)
+char *hsm_tree_default_cache_dir(const char *url)
 {
-	return tree->store;
+	return hsm_store_default_dir(url);
 }
 
-void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks)
+const char *hsm_tree_url(HsmTree *tree)
 {
-	g_rw_lock_writer_lock(&tree->hooks_lock);
-	if (hooks)
-		tree->hooks = *hooks;
-	else
-		memset(&tree->hooks, 0, sizeof(tree->hooks));
-	g_rw_lock_writer_unlock(&tree->hooks_lock);
+	return hsm_store_url(tree->store);
 }
 
-void hsm_tree_hook_changed(HsmTree *tree, const char *relpath)
+const char *hsm_tree_cache_dir(HsmTree *tree)
 {
-	g_rw_lock_reader_lock(&tree->hooks_lock);
-	if (tree->hooks.changed)
-		tree->hooks.changed(tree->hooks.user_data, relpath);
-	g_rw_lock_reader_unlock(&tree->hooks_lock);
+	return hsm_store_dir(tree->store);
 }
 
-void hsm_tree_hook_evicting(HsmTree *tree, int fd)
+const char *hsm_tree_root_path(HsmTree *tree)
 {
-	g_rw_lock_reader_lock(&tree->hooks_lock);
-	if (tree->hooks.evicting)
-		tree->hooks.evicting(tree->hooks.user_data, fd);
-	g_rw_lock_reader_unlock(&tree->hooks_lock);
+	return hsm_store_tree_path(tree->store);
+}
+
+int hsm_tree_root_fd(HsmTree *tree)
+{
+	return hsm_store_tree_fd(tree->store);
+}
+
+void hsm_tree_set_hooks(HsmTree *tree, const HsmFileHooks *hooks)
+{
+	hsm_file_set_hooks(&tree->shared, hooks);
 }
 
 /* ---- Files ---- */
@@ -71,24 +90,23 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
 	g_mutex_lock(&tree->lock);
 	file = g_hash_table_lookup(tree->files, relpath);
 	if (file)
-		file->refs++;
+		hsm_file_ref(file);
 	g_mutex_unlock(&tree->lock);
 	if (file)
 		return file;
 
-	file = hsm_file_open(tree, relpath, err);
+	file = hsm_file_open(&tree->shared, relpath, err);
 	if (!file)
 		return NULL;
 	g_mutex_lock(&tree->lock);
 	raced = g_hash_table_lookup(tree->files, relpath);
-	if (raced) {
-		raced->refs++;
-	} else {
-		file->refs = 1;
-		g_hash_table_insert(tree->files, file->relpath, file);
-	}
+	if (raced)
+		hsm_file_ref(raced);
+	else
+		g_hash_table_insert(tree->files, (gpointer)hsm_file_relpath(file), file);
 	g_mutex_unlock(&tree->lock);
 	if (raced) {
+		hsm_file_unref(file);
 		hsm_file_free(file);
 		return raced;
 	}
@@ -113,6 +131,32 @@ gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath)
 	return populated;
 }
 
+/* Forgets everything in memory about relpath and what is below it: the
+ * entry is being removed from the cache tree. */
+static void forget(gpointer data, const char *relpath)
+{
+	HsmTree *tree = data;
+	GHashTableIter iter;
+	gpointer key, value;
+
+	g_mutex_lock(&tree->lock);
+	g_hash_table_iter_init(&iter, tree->populated);
+	while (g_hash_table_iter_next(&iter, &key, NULL))
+		if (hsm_path_below(key, relpath))
+			g_hash_table_iter_remove(&iter);
+	g_hash_table_iter_init(&iter, tree->files);
+	while (g_hash_table_iter_next(&iter, &key, &value)) {
+		HsmFile *file = value;
+
+		if (!hsm_path_below(key, relpath))
+			continue;
+		hsm_file_detach(file);
+		g_hash_table_iter_steal(&iter);
+		g_ptr_array_add(tree->detached, file);
+	}
+	g_mutex_unlock(&tree->lock);
+}
+
 gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err)
 {
 	gboolean ok;
@@ -129,7 +173,12 @@ gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err)
 	g_hash_table_add(tree->populating, g_strdup(relpath));
 	g_mutex_unlock(&tree->lock);
 
-	ok = hsm_populate_dir(tree, relpath, err);
+	ok = hsm_populate_dir(&(HsmPopulator){ .store = tree->store,
+						.fetcher = tree->fetcher,
+						.max_listing = tree->options.max_listing,
+						.forget = forget,
+						.forget_data = tree },
+			      relpath, err);
 
 	g_mutex_lock(&tree->lock);
 	if (ok)
@@ -138,29 +187,6 @@ gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err)
 	g_cond_broadcast(&tree->populate_done);
 	g_mutex_unlock(&tree->lock);
 	return ok;
-}
-
-void hsm_tree_forget(HsmTree *tree, const char *relpath)
-{
-	GHashTableIter iter;
-	gpointer key, value;
-
-	g_mutex_lock(&tree->lock);
-	g_hash_table_iter_init(&iter, tree->populated);
-	while (g_hash_table_iter_next(&iter, &key, NULL))
-		if (hsm_path_below(key, relpath))
-			g_hash_table_iter_remove(&iter);
-	g_hash_table_iter_init(&iter, tree->files);
-	while (g_hash_table_iter_next(&iter, &key, &value)) {
-		HsmFile *file = value;
-
-		if (!hsm_path_below(key, relpath))
-			continue;
-		g_atomic_int_set(&file->detached, 1);
-		g_hash_table_iter_steal(&iter);
-		g_ptr_array_add(tree->detached, file);
-	}
-	g_mutex_unlock(&tree->lock);
 }
 
 /* ---- Flushing ---- */
@@ -178,17 +204,18 @@ static void flush_files(HsmTree *tree, gboolean all)
 	g_hash_table_iter_init(&iter, tree->files);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&file)) {
 		/* Running fetches hold references: an unreferenced file is idle. */
-		if (!file->refs && (all || now - file->last_used > IDLE_USEC)) {
+		gint64 unused_since = hsm_file_unused_since(file);
+
+		if (unused_since >= 0 && (all || now - unused_since > IDLE_USEC)) {
 			g_hash_table_iter_steal(&iter);
 			g_ptr_array_add(to_free, file);
 		} else {
-			file->refs++;
-			g_ptr_array_add(to_save, file);
+			g_ptr_array_add(to_save, hsm_file_ref(file));
 		}
 	}
 	for (guint i = tree->detached->len; i-- > 0;) {
 		file = tree->detached->pdata[i];
-		if (!file->refs) {
+		if (hsm_file_unused_since(file) >= 0) {
 			g_ptr_array_remove_index_fast(tree->detached, i);
 			g_ptr_array_add(to_free, file);
 		}
@@ -244,8 +271,12 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 		return NULL;
 	}
 	tree->fetcher = hsm_fetcher_new(&tree->options.fetch);
+	hsm_file_shared_init(&tree->shared);
+	tree->shared.store = tree->store;
+	tree->shared.fetcher = tree->fetcher;
+	tree->shared.min_window = tree->options.min_window;
+	tree->shared.max_window = tree->options.max_window;
 	g_mutex_init(&tree->lock);
-	g_rw_lock_init(&tree->hooks_lock);
 	g_cond_init(&tree->populate_done);
 	g_cond_init(&tree->flusher_wake);
 	tree->files = g_hash_table_new(g_str_hash, g_str_equal);
@@ -278,7 +309,7 @@ void hsm_tree_close(HsmTree *tree)
 	g_cond_clear(&tree->populate_done);
 	g_cond_clear(&tree->flusher_wake);
 	g_mutex_clear(&tree->lock);
-	g_rw_lock_clear(&tree->hooks_lock);
+	hsm_file_shared_clear(&tree->shared);
 	hsm_store_close(tree->store);
 	hsm_tree_options_clear(&tree->options);
 	g_free(tree);

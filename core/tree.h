@@ -33,32 +33,30 @@ void hsm_tree_options_clear(HsmTreeOptions *options);
 
 typedef struct HsmTree HsmTree;
 
-/* What a front end wants to know about cached files (any thread).
- * changed: the remote content changed and the cached bytes were dropped
- *          (drop kernel caches of relpath);
- * evicting: fd's bytes are about to be dropped on request (make reads of
- *          the file go through the daemon again). */
-typedef struct {
-	void (*changed)(gpointer user_data, const char *relpath);
-	void (*evicting)(gpointer user_data, int fd);
-	gpointer user_data;
-} HsmTreeHooks;
-
 /* Opens the cache (taking its daemon lock) and the fetcher.  No request is
  * sent yet. */
 HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err);
 /* Saves every file state and closes. */
 void hsm_tree_close(HsmTree *tree);
 
-/* Sets (or with NULL, clears) the hooks; once it returns, no old hook
- * runs any more, so a front end may free its data after clearing them. */
-void hsm_tree_set_hooks(HsmTree *tree, const HsmTreeHooks *hooks);
+/* Sets (or with NULL, clears) the hooks (file.h); once it returns, no old
+ * hook runs any more, so a front end may free its data after clearing
+ * them. */
+void hsm_tree_set_hooks(HsmTree *tree, const HsmFileHooks *hooks);
 
-HsmStore *hsm_tree_store(HsmTree *tree);
+/* Where the cache of url goes when no cache directory is given. */
+char *hsm_tree_default_cache_dir(const char *url);
+const char *hsm_tree_url(HsmTree *tree);        /* normalised, ends with '/' */
+const char *hsm_tree_cache_dir(HsmTree *tree);
+/* The cache tree, the directory the front ends serve: its path, and a
+ * directory fd on it that lives as long as the tree. */
+const char *hsm_tree_root_path(HsmTree *tree);
+int hsm_tree_root_fd(HsmTree *tree);
 
 /* Makes the entries of directory relpath exist in the cache tree.  The
  * listing is fetched once per cache; concurrent callers share one fetch. */
 gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err);
+/* Without a request: TRUE once relpath was populated (by any daemon). */
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
 
 /* A reference to the file at relpath (which must exist in the cache tree). */

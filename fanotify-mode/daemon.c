@@ -83,13 +83,11 @@ HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const cha
 				GError **err)
 {
 	HsmFanotify *fan = g_new0(HsmFanotify, 1);
-	HsmStore *store = hsm_tree_store(tree);
-
 	fan->tree = tree;
 	fan->mountpoint = g_strdup(mountpoint);
 	fan->groups[0] = fan->groups[1] = -1;
 	fan->wake_fd = eventfd(0, EFD_CLOEXEC);
-	fan->mount_fd = hsm_bindmount_clone(hsm_store_tree_path(store), err);
+	fan->mount_fd = hsm_bindmount_clone(hsm_tree_root_path(tree), err);
 	fan->mount_id = fan->mount_fd >= 0 ? hsm_bindmount_id(fan->mount_fd) : 0;
 	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err) ||
 	    !set_up_groups(fan, err))
@@ -104,7 +102,7 @@ HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const cha
 	}
 	close(fan->mount_fd);
 	fan->mount_fd = -1;
-	hsm_tree_set_hooks(tree, &(HsmTreeHooks){ .evicting = on_evicting, .user_data = fan });
+	hsm_tree_set_hooks(tree, &(HsmFileHooks){ .evicting = on_evicting, .user_data = fan });
 	g_message("fanotify mode: %s", hsm_kernel_caps_describe(&fan->caps));
 	return fan;
 fail:

@@ -486,10 +486,10 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 			gboolean debug, GError **err)
 {
 	HsmFuse *fs = g_new0(HsmFuse, 1);
-	struct fuse_args args = mount_args(hsm_store_url(hsm_tree_store(tree)), fuse_options, debug);
+	struct fuse_args args = mount_args(hsm_tree_url(tree), fuse_options, debug);
 
 	fs->tree = tree;
-	fs->tree_fd = hsm_store_tree_fd(hsm_tree_store(tree));
+	fs->tree_fd = hsm_tree_root_fd(tree);
 	fs->root.relpath = g_strdup("");
 	g_mutex_init(&fs->lock);
 	fs->inodes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, free_inode);
@@ -509,7 +509,7 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 		hsm_fuse_free(fs);
 		return NULL;
 	}
-	hsm_tree_set_hooks(tree, &(HsmTreeHooks){ .changed = on_file_changed, .user_data = fs });
+	hsm_tree_set_hooks(tree, &(HsmFileHooks){ .changed = on_file_changed, .user_data = fs });
 	return fs;
 }
 

@@ -3,7 +3,7 @@
  * transfers nobody wants any more.  No FUSE, no fanotify, no root. */
 #include "error.h"
 #include "fetch.h"
-#include "testserver.h"
+#include "testcache.h"
 
 #include <errno.h>
 #include <string.h>
@@ -218,10 +218,7 @@ static void test_unwanted_transfer_is_cancelled(void)
 
 int main(int argc, char **argv)
 {
-	g_test_init(&argc, &argv, NULL);
-	g_log_set_always_fatal(G_LOG_LEVEL_CRITICAL);
-	g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE,
-			  g_log_default_handler, NULL);
+	test_init(&argc, &argv);
 	g_test_add_func("/fetch/range", test_range);
 	g_test_add_func("/fetch/whole-body-for-a-range", test_whole_body_for_a_range);
 	g_test_add_func("/fetch/overrun-is-cut", test_overrun_is_cut);

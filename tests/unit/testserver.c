@@ -8,7 +8,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void send_all(int fd, const void *data, gsize len)
+typedef struct {
+	char *content_type;
+	char *body;
+} TestPage;
+
+static void page_free(gpointer data)
+{
+	TestPage *page = data;
+
+	g_free(page->content_type);
+	g_free(page->body);
+	g_free(page);
+}
+
+static gboolean send_all(int fd, const void *data, gsize len)
 {
 	const guint8 *p = data;
 
@@ -16,9 +30,22 @@ static void send_all(int fd, const void *data, gsize len)
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
 		if (n <= 0)
-			return;
+			return FALSE;
 		p += n, len -= n;
 	}
+	return TRUE;
+}
+
+/* Sends the file's bytes [first, first + len), as they are now:
+ * test_server_change() may rewrite them at any time. */
+static gboolean send_file(TestServer *server, int fd, guint64 first, gsize len)
+{
+	g_autofree guint8 *copy = NULL;
+
+	g_mutex_lock(&server->lock);
+	copy = g_memdup2(server->file + first, len);
+	g_mutex_unlock(&server->lock);
+	return send_all(fd, copy, len);
 }
 
 /* The index page of /: the one file, its size (exact or rounded) and a
@@ -43,6 +70,60 @@ static void serve_listing(TestServer *server, int fd)
 	send_all(fd, page, strlen(page));
 }
 
+static void send_response(int fd, const char *status, const char *content_type,
+			  const char *body)
+{
+	g_autofree char *header = g_strdup_printf(
+		"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		"Last-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\nConnection: close\r\n\r\n",
+		status, content_type, strlen(body));
+
+	send_all(fd, header, strlen(header));
+	send_all(fd, body, strlen(body));
+}
+
+/* Answers from the pages (after delay_ms) and HEAD sizes the test set, or
+ * 404 for any path but / and /f.  FALSE: the request is for / or /f. */
+static gboolean serve_scripted(TestServer *server, int fd, const char *request)
+{
+	gboolean head = g_str_has_prefix(request, "HEAD ");
+	const char *path = strchr(request, ' ') + 1;
+	g_autofree char *key = g_strndup(path, strcspn(path, " "));
+	g_autofree char *content_type = NULL, *body = NULL;
+	gint64 length = -1;
+	TestPage *page;
+	gint64 *size;
+
+	g_mutex_lock(&server->lock);
+	page = head ? NULL : g_hash_table_lookup(server->pages, key);
+	if (page) {
+		content_type = g_strdup(page->content_type);
+		body = g_strdup(page->body);
+	}
+	size = head ? g_hash_table_lookup(server->sizes, key) : NULL;
+	if (size)
+		length = *size;
+	g_mutex_unlock(&server->lock);
+	if (body) {
+		g_atomic_int_inc(&server->page_gets);
+		g_usleep(g_atomic_int_get(&server->delay_ms) * 1000);
+		send_response(fd, "200 OK", content_type, body);
+	} else if (length >= 0) {
+		g_autofree char *header = g_strdup_printf(
+			"HTTP/1.1 200 OK\r\nContent-Length: %" G_GINT64_FORMAT
+			"\r\nLast-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\n"
+			"Connection: close\r\n\r\n",
+			length);
+
+		send_all(fd, header, strlen(header));
+	} else if (strcmp(key, "/") && strcmp(key, "/f")) {
+		send_response(fd, "404 Not Found", "text/html", "<html>not found</html>");
+	} else {
+		return FALSE;
+	}
+	return TRUE;
+}
+
 static void serve_one(TestServer *server, int fd)
 {
 	char request[4096], header[512], etag[32];
@@ -54,6 +135,8 @@ static void serve_one(TestServer *server, int fd)
 	if (n <= 0)
 		return;
 	request[n] = '\0';
+	if (!strchr(request, ' ') || serve_scripted(server, fd, request))
+		return;
 	if (g_str_has_prefix(request, "GET / ")) {
 		serve_listing(server, fd);
 		return;
@@ -91,11 +174,11 @@ static void serve_one(TestServer *server, int fd)
 			   first, last, TEST_FILE_SIZE, last - first + 1, etag);
 		send_all(fd, header, strlen(header));
 		if (server->mode != SERVE_TRICKLE) {
-			send_all(fd, server->file + first, last - first + 1);
+			send_file(server, fd, first, last - first + 1);
 			return;
 		}
 		for (guint64 i = first; i <= last && !g_atomic_int_get(&server->stop); i++) {
-			if (send(fd, server->file + i, 1, MSG_NOSIGNAL) != 1)
+			if (!send_file(server, fd, i, 1))
 				return;
 			g_usleep(100 * 1000);
 		}
@@ -105,7 +188,7 @@ static void serve_one(TestServer *server, int fd)
 			   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
 			   TEST_FILE_SIZE);
 		send_all(fd, header, strlen(header));
-		send_all(fd, server->file, TEST_FILE_SIZE);
+		send_file(server, fd, 0, TEST_FILE_SIZE);
 		return;
 	case SERVE_OVERRUN: {
 		static guint8 junk[5000];
@@ -117,7 +200,7 @@ static void serve_one(TestServer *server, int fd)
 			   "\r\nConnection: close\r\n\r\n",
 			   first, TEST_FILE_SIZE + 4999, TEST_FILE_SIZE, TEST_FILE_SIZE + 5000 - first);
 		send_all(fd, header, strlen(header));
-		send_all(fd, server->file + first, TEST_FILE_SIZE - first);
+		send_file(server, fd, first, TEST_FILE_SIZE - first);
 		send_all(fd, junk, sizeof(junk));
 		return;
 	}
@@ -126,7 +209,7 @@ static void serve_one(TestServer *server, int fd)
 
 		memset(junk, 0xee, sizeof(junk));
 		send_all(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 38);
-		send_all(fd, server->file, TEST_FILE_SIZE);
+		send_file(server, fd, 0, TEST_FILE_SIZE);
 		for (int i = 0; i < 100000 && !g_atomic_int_get(&server->stop); i++)
 			if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL) <= 0)
 				return;
@@ -159,10 +242,39 @@ static void fill_file(TestServer *server)
 		server->file[i] = (guint8)(i * 7 + i / 251 + version * 13);
 }
 
+void test_server_set_page(TestServer *server, const char *path, const char *content_type,
+			  const char *body)
+{
+	TestPage *page = g_new0(TestPage, 1);
+
+	g_mutex_lock(&server->lock);
+	if (body) {
+		page->content_type = g_strdup(content_type);
+		page->body = g_strdup(body);
+		g_hash_table_insert(server->pages, g_strdup(path), page);
+	} else {
+		g_hash_table_remove(server->pages, path);
+		g_free(page);
+	}
+	g_mutex_unlock(&server->lock);
+}
+
+void test_server_set_head(TestServer *server, const char *path, gint64 size)
+{
+	g_mutex_lock(&server->lock);
+	if (size >= 0)
+		g_hash_table_insert(server->sizes, g_strdup(path), g_memdup2(&size, sizeof(size)));
+	else
+		g_hash_table_remove(server->sizes, path);
+	g_mutex_unlock(&server->lock);
+}
+
 void test_server_change(TestServer *server)
 {
+	g_mutex_lock(&server->lock);
 	g_atomic_int_inc(&server->version);
 	fill_file(server);
+	g_mutex_unlock(&server->lock);
 }
 
 char *test_server_url(TestServer *server, const char *path)
@@ -178,6 +290,9 @@ TestServer *test_server_start(ServeMode mode)
 
 	fill_file(server);
 	server->mode = mode;
+	g_mutex_init(&server->lock);
+	server->pages = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, page_free);
+	server->sizes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	server->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	g_assert_cmpint(bind(server->listener, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
@@ -199,6 +314,9 @@ void test_server_stop(TestServer *server)
 	close(fd);
 	g_thread_join(server->thread);
 	close(server->listener);
+	g_hash_table_unref(server->pages);
+	g_hash_table_unref(server->sizes);
+	g_mutex_clear(&server->lock);
 	g_free(server);
 }
 

@@ -1,7 +1,8 @@
 /* A scripted HTTP/1.1 server on 127.0.0.1 for unit tests: one file, /f,
  * of TEST_FILE_SIZE bytes, listed by an nginx-style index page at /, and
- * served as the mode says (HEAD: its headers).  One connection at a time, closed after each
- * response. */
+ * served as the mode says (HEAD: its headers); besides, pages and HEAD
+ * answers a test sets; 404 for anything else.  One connection at a time,
+ * closed after each response. */
 #ifndef HSM_TEST_SERVER_H
 #define HSM_TEST_SERVER_H
 
@@ -28,14 +29,23 @@ typedef struct {
 	gint delay_ms;       /* atomic: before each response to /f */
 	gint rounded;        /* atomic: the index shows "98K", as kernel.org's does */
 	gint heads;          /* atomic: HEAD requests for /f */
+	gint page_gets;      /* atomic: GETs of pages set by test_server_set_page() */
 	gint stop;           /* atomic */
 	GThread *thread;
+	GMutex lock;
+	GHashTable *pages;   /* path -> TestPage *; protected by lock */
+	GHashTable *sizes;   /* path -> size answered to HEAD, as a gint64 *; protected by lock */
 } TestServer;
 
 TestServer *test_server_start(ServeMode mode);
 void test_server_stop(TestServer *server);
 /* http://127.0.0.1:PORT/path */
 char *test_server_url(TestServer *server, const char *path);
+/* GET path answers 200 with body from now on (NULL: 404 again). */
+void test_server_set_page(TestServer *server, const char *path, const char *content_type,
+			  const char *body);
+/* HEAD path answers 200 with this Content-Length (negative: 404 again). */
+void test_server_set_head(TestServer *server, const char *path, gint64 size);
 /* New content (same size) and a new ETag. */
 void test_server_change(TestServer *server);
 

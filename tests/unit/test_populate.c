@@ -1,0 +1,335 @@
+/* populate.c alone: listings from the scripted server made into cache
+ * directories (store.h and fetch.h only, no tree): what is created, what a
+ * relisting removes or replaces, and which entries cost a HEAD. */
+#include "error.h"
+#include "populate.h"
+#include "testcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+	TestServer *server;
+	TestCache cache;
+	HsmStore *store;
+	HsmPopulator pop;
+	GPtrArray *forgotten;    /* relpaths passed to forget() */
+} Fixture;
+
+static void record_forget(gpointer data, const char *relpath)
+{
+	g_ptr_array_add(data, g_strdup(relpath));
+}
+
+static void fixture_setup(Fixture *fx, gconstpointer data)
+{
+	(void)data;
+	fx->server = test_server_start(SERVE_RANGES);
+	test_cache_open(&fx->cache, fx->server);
+	fx->store = fx->cache.store;
+	fx->forgotten = g_ptr_array_new_with_free_func(g_free);
+	fx->pop = (HsmPopulator){ .store = fx->store,
+				  .fetcher = fx->cache.fetcher,
+				  .max_listing = 1 << 20,
+				  .forget = record_forget,
+				  .forget_data = fx->forgotten };
+}
+
+static void fixture_teardown(Fixture *fx, gconstpointer data)
+{
+	(void)data;
+	test_cache_close(&fx->cache);
+	test_server_stop(fx->server);
+	g_ptr_array_unref(fx->forgotten);
+}
+
+/* An nginx-style index page: rows of "name|size" ("dir/|-" for a dir). */
+static void set_listing(Fixture *fx, const char *path, const char *const *rows)
+{
+	g_autoptr(GString) page = g_string_new("<html><body><pre><a href=\"../\">../</a>\n");
+
+	for (; *rows; rows++) {
+		g_auto(GStrv) parts = g_strsplit(*rows, "|", 2);
+
+		g_string_append_printf(page, "<a href=\"%s\">%s</a>  02-Dec-2026 10:20  %s\n",
+				       parts[0], parts[0], parts[1]);
+	}
+	g_string_append(page, "</pre></body></html>\n");
+	test_server_set_page(fx->server, path, "text/html", page->str);
+}
+
+static gboolean populate(Fixture *fx, const char *relpath, GError **err)
+{
+	return hsm_populate_dir(&fx->pop, relpath, err);
+}
+
+/* st of the cache entry relpath; FALSE if there is none. */
+static gboolean cache_stat(Fixture *fx, const char *relpath, struct stat *st)
+{
+	return fstatat(hsm_store_tree_fd(fx->store), relpath, st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void assert_file(Fixture *fx, const char *relpath, gint64 size)
+{
+	struct stat st;
+
+	g_assert_true(cache_stat(fx, relpath, &st));
+	g_assert_true(S_ISREG(st.st_mode));
+	g_assert_cmpint(st.st_size, ==, size);
+	g_assert_cmpint(st.st_blocks, ==, 0); /* nothing fetched: sparse */
+}
+
+static void assert_absent(Fixture *fx, const char *relpath)
+{
+	struct stat st;
+
+	g_assert_false(cache_stat(fx, relpath, &st));
+	g_assert_cmpint(errno, ==, ENOENT);
+}
+
+static void assert_forgotten(Fixture *fx, const char *const *expected)
+{
+	guint count = g_strv_length((char **)expected);
+
+	g_assert_cmpuint(fx->forgotten->len, ==, count);
+	for (guint i = 0; i < count; i++)
+		g_assert_cmpstr(fx->forgotten->pdata[i], ==, expected[i]);
+}
+
+static void test_creates_entries_without_heads(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+	GDateTime *listed = g_date_time_new_utc(2026, 12, 2, 10, 20, 0);
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|1234", "empty|0", "d/|-", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	assert_file(fx, "a", 1234);
+	assert_file(fx, "empty", 0);
+	g_assert_true(cache_stat(fx, "d", &st));
+	g_assert_true(S_ISDIR(st.st_mode));
+	g_assert_true(cache_stat(fx, "a", &st));
+	g_assert_cmpint(st.st_mtime, ==, g_date_time_to_unix(listed));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 1);
+	g_assert_true(hsm_store_dir_is_populated(fx->store, ""));
+	g_assert_false(hsm_store_dir_is_populated(fx->store, "d"));
+	g_assert_cmpuint(fx->forgotten->len, ==, 0);
+	g_date_time_unref(listed);
+}
+
+static void test_subdirectory(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "d/|-", NULL });
+	set_listing(fx, "/d/", (const char *const[]){ "inner|77", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_true(populate(fx, "d", &err));
+	g_assert_no_error(err);
+	assert_file(fx, "d/inner", 77);
+	g_assert_true(hsm_store_dir_is_populated(fx->store, "d"));
+}
+
+static void test_rounded_sizes_cost_one_head_each(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "exact|500", "r1|2K", "r2|1.5M", NULL });
+	test_server_set_head(fx->server, "/r1", 2100);
+	test_server_set_head(fx->server, "/r2", 1572000);
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	assert_file(fx, "exact", 500);
+	assert_file(fx, "r1", 2100);
+	assert_file(fx, "r2", 1572000);
+}
+
+/* A file listed but gone by the time of its HEAD is left out. */
+static void test_head_404_leaves_the_entry_out(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "kept|2K", "gone|3K", NULL });
+	test_server_set_head(fx->server, "/kept", 2000);
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	assert_file(fx, "kept", 2000);
+	assert_absent(fx, "gone");
+}
+
+static void test_relisting_removes_and_forgets(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|10", "b|20", "d/|-", NULL });
+	set_listing(fx, "/d/", (const char *const[]){ "inner|30", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_true(populate(fx, "d", &err));
+	g_assert_no_error(err);
+
+	set_listing(fx, "/", (const char *const[]){ "b|20", "c|40", NULL });
+	g_test_expect_message("httphsm", G_LOG_LEVEL_MESSAGE, "a: no longer on the server*");
+	g_test_expect_message("httphsm", G_LOG_LEVEL_MESSAGE, "d: no longer on the server*");
+	g_assert_true(populate(fx, "", &err));
+	g_test_assert_expected_messages();
+	g_assert_no_error(err);
+	assert_absent(fx, "a");
+	assert_absent(fx, "d");
+	assert_file(fx, "b", 20);
+	assert_file(fx, "c", 40);
+	/* d's own entries are forgotten before d. */
+	assert_forgotten(fx, (const char *const[]){ "a", "d", "d/inner", NULL });
+}
+
+/* A new size replaces the cache file, so its fetched bytes and state go. */
+static void test_changed_file_loses_its_data(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFileState state;
+	int fd;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|8192", NULL });
+	g_assert_true(populate(fx, "", &err));
+	fd = openat(hsm_store_tree_fd(fx->store), "a", O_WRONLY);
+	g_assert_cmpint(pwrite(fd, "old!", 4, 0), ==, 4);
+	close(fd);
+	hsm_file_state_init(&state);
+	state.size = 8192;
+	hsm_range_map_add(&state.present, 0, 4096);
+	g_assert_true(hsm_store_save_file(fx->store, "a", &state, &err));
+	hsm_file_state_clear(&state);
+
+	set_listing(fx, "/", (const char *const[]){ "a|9000", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	assert_file(fx, "a", 9000);
+	hsm_file_state_init(&state);
+	g_assert_false(hsm_store_load_file(fx->store, "a", &state));
+	hsm_file_state_clear(&state);
+	assert_forgotten(fx, (const char *const[]){ "a", NULL });
+}
+
+static void test_unchanged_file_keeps_its_data(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+	int fd;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|8192", NULL });
+	g_assert_true(populate(fx, "", &err));
+	fd = openat(hsm_store_tree_fd(fx->store), "a", O_WRONLY);
+	g_assert_cmpint(pwrite(fd, "kept", 4, 0), ==, 4);
+	close(fd);
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	g_assert_true(cache_stat(fx, "a", &st));
+	g_assert_cmpint(st.st_blocks, >, 0);
+	g_assert_cmpuint(fx->forgotten->len, ==, 0);
+}
+
+static void test_file_that_became_a_directory(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "x|100", NULL });
+	g_assert_true(populate(fx, "", &err));
+	set_listing(fx, "/", (const char *const[]){ "x/|-", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	g_assert_true(cache_stat(fx, "x", &st));
+	g_assert_true(S_ISDIR(st.st_mode));
+	assert_forgotten(fx, (const char *const[]){ "x", NULL });
+}
+
+/* An entry the cache file system cannot hold costs that entry only. */
+static void test_entry_too_big_is_left_out(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "huge|9000000000000000000", "ok|5", NULL });
+	g_test_expect_message("httphsm", G_LOG_LEVEL_WARNING, "huge: listed size * leaving it out");
+	g_assert_true(populate(fx, "", &err));
+	g_test_assert_expected_messages();
+	g_assert_no_error(err);
+	assert_absent(fx, "huge");
+	assert_file(fx, "ok", 5);
+}
+
+static void test_not_a_listing(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	test_server_set_page(fx->server, "/", "application/octet-stream", "binary");
+	g_assert_false(populate(fx, "", &err));
+	g_assert_error(err, HSM_ERROR, ENOTDIR);
+	g_assert_false(hsm_store_dir_is_populated(fx->store, ""));
+}
+
+static void test_missing_directory(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "d/|-", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_false(populate(fx, "d", &err));
+	g_assert_error(err, HSM_ERROR, ENOENT);
+	g_assert_false(hsm_store_dir_is_populated(fx->store, "d"));
+}
+
+/* Many new entries are created by several threads; all must appear. */
+static void test_many_entries(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GPtrArray) rows = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GError) err = NULL;
+	guint count = 0;
+	GDir *dir;
+
+	(void)data;
+	for (guint i = 0; i < 5000; i++)
+		g_ptr_array_add(rows, g_strdup_printf("file%05u|%u", i, i));
+	g_ptr_array_add(rows, NULL);
+	set_listing(fx, "/", (const char *const *)rows->pdata);
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	dir = g_dir_open(hsm_store_tree_path(fx->store), 0, NULL);
+	while (g_dir_read_name(dir))
+		count++;
+	g_dir_close(dir);
+	g_assert_cmpuint(count, ==, 5000);
+	assert_file(fx, "file04321", 4321);
+}
+
+int main(int argc, char **argv)
+{
+	test_init(&argc, &argv);
+#define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+	ADD("/populate/creates-entries-without-heads", test_creates_entries_without_heads);
+	ADD("/populate/subdirectory", test_subdirectory);
+	ADD("/populate/rounded-sizes-cost-one-head-each", test_rounded_sizes_cost_one_head_each);
+	ADD("/populate/head-404-leaves-the-entry-out", test_head_404_leaves_the_entry_out);
+	ADD("/populate/relisting-removes-and-forgets", test_relisting_removes_and_forgets);
+	ADD("/populate/changed-file-loses-its-data", test_changed_file_loses_its_data);
+	ADD("/populate/unchanged-file-keeps-its-data", test_unchanged_file_keeps_its_data);
+	ADD("/populate/file-that-became-a-directory", test_file_that_became_a_directory);
+	ADD("/populate/entry-too-big-is-left-out", test_entry_too_big_is_left_out);
+	ADD("/populate/not-a-listing", test_not_a_listing);
+	ADD("/populate/missing-directory", test_missing_directory);
+	ADD("/populate/many-entries", test_many_entries);
+	return g_test_run();
+}
