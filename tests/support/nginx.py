@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 import time
 
-LOG_FORMAT = '$request_method $status $body_bytes_sent "$http_range" "$request_uri" $connection'
+LOG_FORMAT = '$request_method $status $body_bytes_sent "$http_range" "$request_uri" $connection $server_protocol'
 
 
 def free_port():
@@ -18,7 +18,7 @@ def free_port():
 
 class Request:
     def __init__(self, line):
-        line, connection = line.rsplit(" ", 1)
+        line, connection, self.protocol = line.rsplit(" ", 2)
         method, status, sent, rest = line.split(" ", 3)
         range_part, uri = rest.rsplit(" ", 1)
         self.connection = int(connection)
