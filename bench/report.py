@@ -62,6 +62,15 @@ def failures(results):
     return out
 
 
+def link_sentence(env):
+    link = env.get("link")
+    if not link:
+        return ""
+    return (f"  Through the emulated WAN link {link['name']} ({link['rtt_ms']:g} ms RTT, "
+            f"{link['rate_mbit']:g} Mbit/s) to HTTPS + HTTP/2 origins: divide a time by "
+            f"{link['rtt_ms'] / 1000:g} s for round trips.")
+
+
 def markdown(data):
     env, res = data["environment"], data["results"]
     names = [n for n in res if n != "curl"]
@@ -69,7 +78,7 @@ def markdown(data):
     out = [f"Measured {env['date']} on {env['where']} (kernel {env['kernel']}, "
            f"{env['cpus']} CPUs{', virtualised' if env['virtualised'] else ''}); "
            f"median of {data['repeat']} runs.  Cold: fresh mount, empty cache, dropped page "
-           f"cache.  Warm: the same again.", ""]
+           f"cache.  Warm: the same again.{link_sentence(env)}", ""]
     out.append("**The demo**: `tar tvf linux-6.1.tar | head -20` (1.3 GB tar) and "
                "`xz -dc linux-6.1.tar.xz | tar tv | head -5`")
     out.append("")

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """FUSE vs fanotify vs peers on a kernel.org-like tree served by a local nginx.
 
-    bench/run.py [--contenders LIST] [--repeat N] [--out DIR] [--update-readme]
+    bench/run.py [--contenders LIST] [--repeat N] [--link none|W1|W2] [--out DIR]
+                 [--update-readme]
+
+--link W1 or W2 puts the emulated WAN link of tests/support/wanlink.py (W1:
+50 ms RTT, 100 Mbit/s; W2: 10 ms, 1 Gbit/s) in front of the origins, which
+then serve HTTPS + HTTP/2 with a certificate from a CA made for the run;
+every contender verifies it with that CA.
 
 Contenders: local (the file on local disk), curl (the network path alone),
 httphsm-fuse, httphsm-fanotify, httpdirfs (Debian 1.2.5), rclone-off and
@@ -37,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from support.mount import REPO, Mount, is_mounted, walk_to  # noqa: E402
 from support.nginx import Nginx  # noqa: E402
+from support.tls import make_ca  # noqa: E402
+from support.wanlink import LINKS, WanLink  # noqa: E402
 from support.tree import BIG_TAR, DEEP, TAR_XZ, make_tree  # noqa: E402
 
 READBENCH = os.path.join(REPO, "build", "readbench")
@@ -130,9 +138,10 @@ class Local(Contender):
 
 
 class Httphsm(Contender):
-    def __init__(self, name, work, mode):
+    def __init__(self, name, work, mode, cacert):
         super().__init__(name, work)
         self.mode = mode
+        self.args = ["--cacert", cacert] if cacert else []
         self.mounted = None
 
     def mount(self, url):
@@ -141,7 +150,8 @@ class Httphsm(Contender):
         os.makedirs(self.work)
         try:
             self.mounted = Mount(url, os.path.join(self.work, "mnt"),
-                                 os.path.join(self.work, "cache"), mode=self.mode)
+                                 os.path.join(self.work, "cache"), mode=self.mode,
+                                 args=self.args)
         except RuntimeError as e:
             raise Failed(str(e).splitlines()[-1])
         self.root = self.mounted.mountpoint
@@ -204,21 +214,26 @@ class External(Contender):
                 self.process.kill()
 
 
-def make_contender(name, work, tree_root):
+def make_contender(name, work, tree_root, cacert=None):
+    """Each run as its users run it; cacert: the CA of an HTTPS origin."""
     if name == "local":
         return Local(name, work, tree_root)
     if name == "httphsm-fuse":
-        return Httphsm(name, work, "fuse")
+        return Httphsm(name, work, "fuse", cacert)
     if name == "httphsm-fanotify":
-        return Httphsm(name, work, "fanotify")
+        return Httphsm(name, work, "fanotify", cacert)
     if name == "httpdirfs":
+        # Without --no-range-check it refuses nginx (no Accept-Ranges on
+        # directory URLs) and the mount fails.
         return External(name, work, lambda url, mnt, cache: [
-            "httpdirfs", "-f", "--cache", "--cache-location", cache, url, mnt])
+            "httpdirfs", "-f", "--cache", "--cache-location", cache, "--no-range-check",
+            *(["--cacert", cacert] if cacert else []), url, mnt])
     if name.startswith("rclone-"):
         mode = name.split("-", 1)[1]
         return External(name, work, lambda url, mnt, cache: [
             "rclone", "mount", ":http:", mnt, "--http-url", url, "--read-only",
-            "--vfs-cache-mode", mode, "--cache-dir", cache, "--dir-cache-time", "1h"])
+            "--vfs-cache-mode", mode, "--cache-dir", cache, "--dir-cache-time", "1h",
+            *(["--ca-cert", cacert] if cacert else [])])
     raise ValueError(name)
 
 
@@ -242,10 +257,22 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.tree_root = make_tree()
-        self.exact = Nginx(self.tree_root, exact_size=True)
-        self.rounded = Nginx(self.tree_root, exact_size=False)
         self.work, self.image = fresh_ext4()
+        self.cacert, tls, self.links = None, None, {}
+        if args.link != "none":
+            self.cacert, cert, key = make_ca(tempfile.mkdtemp(prefix="httphsm-ca-"))
+            tls = (cert, key)
+        self.exact = Nginx(self.tree_root, exact_size=True, tls=tls)
+        self.rounded = Nginx(self.tree_root, exact_size=False, tls=tls)
+        if tls:
+            for server in (self.exact, self.rounded):
+                self.links[server] = WanLink("127.0.0.1", server.port, args.link)
         self.results = {}
+
+    def url(self, server, path=""):
+        """The URL of path on server as contenders reach it (through the link)."""
+        link = self.links.get(server)
+        return (f"https://127.0.0.1:{link.port}/" if link else server.url) + "pub/" + path
 
     def fresh(self, c, url):
         """A fresh mount (empty cache, dropped page cache); the server's files
@@ -273,7 +300,7 @@ class Bench:
         server = self.rounded if url == "rounded" else self.exact
 
         def both():
-            self.fresh(c, server.url + "pub/")
+            self.fresh(c, self.url(server))
             server.clear_log()
             cold = run(server)
             server.clear_log()
@@ -349,9 +376,9 @@ class Bench:
             return result["mib_per_s"]
 
         def run():
-            self.fresh(c, self.exact.url + "pub/")
+            self.fresh(c, self.url(self.exact))
             cold_rand = rand(self.exact)
-            self.fresh(c, self.exact.url + "pub/")
+            self.fresh(c, self.url(self.exact))
             cold = seq()
             # The cold read left the cache dirty: let writeback finish, and
             # read once unmeasured, so that the first warm figure is not
@@ -392,7 +419,7 @@ class Bench:
     def curl(self):
         """The network path alone: curl to /dev/null, and curl into a file on
         the caches' file system (what any cache has to do as well)."""
-        url = self.exact.url + "pub/" + BIG_TAR
+        url = self.url(self.exact, BIG_TAR)
         size = os.path.getsize(os.path.join(self.tree_root, "pub", BIG_TAR))
         target = os.path.join(self.work, "curl-output")
 
@@ -401,7 +428,8 @@ class Bench:
             subprocess.run(["cat", os.path.join(self.tree_root, "pub", BIG_TAR)],
                            stdout=subprocess.DEVNULL, check=True)
             start = time.monotonic()
-            subprocess.run(["curl", "-sf", "-o", output, url], check=True)
+            subprocess.run(["curl", "-sf", "-o", output, url] +
+                           (["--cacert", self.cacert] if self.cacert else []), check=True)
             elapsed = time.monotonic() - start
             if output != "/dev/null":
                 os.unlink(output)
@@ -417,13 +445,15 @@ class Bench:
             if name == "curl":
                 self.curl()
                 continue
-            c = make_contender(name, self.work, self.tree_root)
+            c = make_contender(name, self.work, self.tree_root, self.cacert)
             try:
                 self.workloads(c)
             finally:
                 c.umount()
 
     def close(self):
+        for link in self.links.values():
+            link.stop()
         self.exact.stop()
         self.rounded.stop()
         subprocess.run(["umount", "-l", self.work])
@@ -431,7 +461,7 @@ class Bench:
         os.rmdir(self.work)
 
 
-def environment():
+def environment(link):
     kvm = os.path.exists("/dev/kvm")
     in_guest = os.path.exists("/etc/httphsm-guest") or "hypervisor" in open("/proc/cpuinfo").read()
     return {
@@ -441,6 +471,8 @@ def environment():
         "where": os.environ.get("HTTPHSM_BENCH_WHERE", "host"),
         "virtualised": in_guest,
         "kvm_device": kvm,
+        "link": None if link == "none" else
+        {"name": link, "rtt_ms": LINKS[link][0], "rate_mbit": LINKS[link][1]},
     }
 
 
@@ -459,7 +491,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", default="1,4,16",
                         help="reader counts of the rand and seq workloads")
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "latest"))
+    parser.add_argument("--link", choices=["none", *LINKS], default="none",
+                        help="the emulated WAN link in front of HTTPS origins (default: none)")
+    parser.add_argument("--out", help="default: bench/results/latest[-LINK]")
     parser.add_argument("--update-readme", action="store_true",
                         help="rewrite the results section of README.md")
     parser.add_argument("--no-report", action="store_true",
@@ -468,6 +502,9 @@ def main():
                         help="do not install packages or build (the QEMU guest has both)")
     args = parser.parse_args()
     args.contenders = [c for c in args.contenders.split(",") if c]
+    if not args.out:
+        args.out = os.path.join(HERE, "results",
+                                "latest" + ("" if args.link == "none" else "-" + args.link))
     try:
         args.threads = [int(t) for t in args.threads.split(",") if t]
     except ValueError:
@@ -485,7 +522,7 @@ def main():
     finally:
         bench.close()
     os.makedirs(args.out, exist_ok=True)
-    data = {"environment": environment(), "repeat": args.repeat, "results": bench.results}
+    data = {"environment": environment(args.link), "repeat": args.repeat, "results": bench.results}
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(data, f, indent=1)
     if not args.no_report:
