@@ -153,34 +153,33 @@ static gboolean run(const Verb *verb, const char *path)
 	return ok;
 }
 
+enum { STATUS, PREFETCH, EVICT };
+
 static const Verb verbs[] = {
-	{ "status",
+	[STATUS] = { "status",
 	  "Usage: httphsm status [--bytes] PATH...\n\n"
 	  "Shows how much of each file is in the local cache: online (nothing\n"
 	  "yet), partial or full, with present bytes / size; for directories,\n"
 	  "whether their listing was fetched (populated).  --bytes prints exact\n"
 	  "byte counts.\n",
 	  FALSE },
-	{ "prefetch",
+	[PREFETCH] = { "prefetch",
 	  "Usage: httphsm prefetch PATH...\n\n"
 	  "Fetches whole files into the local cache now (with a progress bar on\n"
 	  "a terminal), so that later reads need no network.\n",
 	  FALSE },
-	{ "evict",
+	[EVICT] = { "evict",
 	  "Usage: httphsm evict [--bytes] PATH...\n\n"
 	  "Frees the local copy of files (they stay visible and are fetched\n"
 	  "again when read).  A file that is open is left alone (exit status 1).\n",
 	  FALSE },
 };
 
-static int run_verb(const char *name, int argc, char **argv)
+static int run_verb(const Verb *which, int argc, char **argv)
 {
 	int failures = 0, first = 1;
-	Verb verb = verbs[0];
+	Verb verb = *which;
 
-	for (gsize i = 0; i < G_N_ELEMENTS(verbs); i++)
-		if (!strcmp(verbs[i].verb, name))
-			verb = verbs[i];
 	if (argc > 1 && !strcmp(argv[1], "--bytes")) {
 		verb.bytes = TRUE;
 		first = 2;
@@ -198,15 +197,15 @@ static int run_verb(const char *name, int argc, char **argv)
 
 int hsm_command_status(int argc, char **argv)
 {
-	return run_verb("status", argc, argv);
+	return run_verb(&verbs[STATUS], argc, argv);
 }
 
 int hsm_command_prefetch(int argc, char **argv)
 {
-	return run_verb("prefetch", argc, argv);
+	return run_verb(&verbs[PREFETCH], argc, argv);
 }
 
 int hsm_command_evict(int argc, char **argv)
 {
-	return run_verb("evict", argc, argv);
+	return run_verb(&verbs[EVICT], argc, argv);
 }
