@@ -582,9 +582,9 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
  * max_window at a time. */
 static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 {
-	const HsmFileShared *options = file->shared;
-	gboolean sequential = file->seq_next && offset <= file->seq_next + options->min_window &&
-			      offset + options->max_window >= file->seq_next;
+	const HsmFileShared *shared = file->shared;
+	gboolean sequential = file->seq_next && offset <= file->seq_next + shared->min_window &&
+			      offset + shared->max_window >= file->seq_next;
 
 	if (sequential) {
 		file->seq_next = MAX(file->seq_next, end);
@@ -592,8 +592,8 @@ static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 		file->seq_start = offset;
 		file->seq_next = end;
 	}
-	file->window = CLAMP(file->seq_next - file->seq_start, options->min_window,
-			     options->max_window);
+	file->window = CLAMP(file->seq_next - file->seq_start, shared->min_window,
+			     shared->max_window);
 	return sequential;
 }
 

@@ -245,16 +245,15 @@ static void fill_file(TestServer *server)
 void test_server_set_page(TestServer *server, const char *path, const char *content_type,
 			  const char *body)
 {
-	TestPage *page = g_new0(TestPage, 1);
-
 	g_mutex_lock(&server->lock);
 	if (body) {
+		TestPage *page = g_new0(TestPage, 1);
+
 		page->content_type = g_strdup(content_type);
 		page->body = g_strdup(body);
 		g_hash_table_insert(server->pages, g_strdup(path), page);
 	} else {
 		g_hash_table_remove(server->pages, path);
-		g_free(page);
 	}
 	g_mutex_unlock(&server->lock);
 }
