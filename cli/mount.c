@@ -135,7 +135,8 @@ static GOptionContext *mount_context(MountOptions *o)
 		{ "user-agent", 0, 0, G_OPTION_ARG_STRING, &o->user_agent,
 		  "User-Agent header (default: httphsm/VERSION)", "TEXT" },
 		{ "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections,
-		  "Parallel HTTP transfers (default: 8)", "N" },
+		  "HTTP/1.1 connections to the server (default: 8); over HTTP/2, "
+		  "requests share them as streams, up to 100 per connection", "N" },
 		{ "retries", 0, 0, G_OPTION_ARG_INT, &o->retries,
 		  "Retries of a failed request, with backoff (default: 5)", "N" },
 		{ "timeout", 0, 0, G_OPTION_ARG_INT, &o->stall_timeout,

@@ -1,44 +1,20 @@
-/* HTTP transfers of the remote tree: listing pages, HEADs and byte ranges.
+/* HTTP requests of the remote tree: listing pages, HEADs and byte ranges.
  *
- * One HsmFetcher owns a bounded pool of transfer threads that share one
- * connection cache (so HEADs and ranges reuse keep-alive connections), and
- * retries transient failures (5xx, 429, resets, stalls) with backoff before
- * reporting an error whose code is an errno (see error.h).
- *
- * A transfer slower than min_rate over stall_timeout fails (and is
- * retried).  A transfer that has held its slot for a few seconds lends it:
- * the pool grows by one thread, up to twice max_connections, so slow or
- * long transfers never keep a new read waiting for long.
+ * What responses mean: statuses, sizes, validators, servers that ignore
+ * Range or send more than asked.  The transfers run on an HsmEngine
+ * (engine.h): one event loop, HTTP/2 multiplexing, retries with backoff;
+ * errors carry an errno as their code (see error.h).
  */
 #ifndef HSM_FETCH_H
 #define HSM_FETCH_H
 
+#include "engine.h"
+
 #include <glib.h>
-
-typedef struct {
-	char *user_agent;      /* NULL: "httphsm/<version>" */
-	char *credentials;     /* "user:password" for HTTP auth, or NULL */
-	gboolean netrc;        /* read credentials from ~/.netrc */
-	char *proxy;           /* NULL: libcurl's environment variables */
-	char *cacert;          /* CA bundle, NULL: the system's */
-	gboolean insecure;     /* skip TLS verification */
-	guint max_connections; /* parallel transfers */
-	guint retries;         /* attempts after the first one */
-	guint connect_timeout; /* seconds */
-	guint stall_timeout;   /* seconds over which a transfer must average... */
-	guint min_rate;        /* ...at least this many bytes per second */
-	guint retry_delay_ms;  /* first backoff delay; doubles each attempt */
-} HsmFetchOptions;
-
-void hsm_fetch_options_init(HsmFetchOptions *options);
-/* Deep copy (the strings are duplicated); free with hsm_fetch_options_clear(). */
-void hsm_fetch_options_copy(HsmFetchOptions *to, const HsmFetchOptions *from);
-void hsm_fetch_options_clear(HsmFetchOptions *options);
 
 typedef struct HsmFetcher HsmFetcher;
 
-/* Transfers on up to options->max_connections connections; nothing is
- * sent until a request is made. */
+/* Nothing is sent until a request is made. */
 HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options);
 /* Aborts running transfers (their sinks see ECANCELED) and waits for them. */
 void hsm_fetcher_free(HsmFetcher *fetcher);
@@ -63,7 +39,7 @@ typedef struct {
 void hsm_page_clear(HsmPage *page);
 
 /* GETs url (a listing) into memory, refusing bodies over max_size.
- * Blocks the calling thread. */
+ * Blocks the calling thread (never a sink's). */
 gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, HsmPage *page,
 			GError **err);
 
@@ -73,10 +49,12 @@ typedef struct {
 	GError *error;         /* out */
 } HsmHeadJob;
 
-/* Runs the HEAD requests of jobs in parallel and waits for all of them. */
+/* Runs the HEAD requests of jobs at once (multiplexed where the server
+ * speaks HTTP/2) and waits for all of them.  Not from a sink. */
 void hsm_fetch_heads(HsmFetcher *fetcher, HsmHeadJob *jobs, guint count);
 
-/* Receives the bytes of a range transfer, on a transfer thread. */
+/* Receives the bytes of a range transfer, on the engine's thread: the
+ * callbacks must not wait for other transfers. */
 typedef struct {
 	/* Called once per response, before its bytes.  Returning FALSE with
 	 * err set ends the transfer without retry (e.g. the file changed). */

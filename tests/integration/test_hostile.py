@@ -158,7 +158,7 @@ def test_trickles_block_neither_other_files_nor_their_readers(site, make_mount):
     for r in readers:
         r.wait(30)
     # ...and nobody waits for the trickles now: they are hung up on.
-    cancelled = "nobody waits for them any more"
+    cancelled = "nobody waits for it any more"
     deadline = time.time() + 25
     while m.log().count(cancelled) < 8 and time.time() < deadline:
         time.sleep(0.5)

@@ -84,6 +84,9 @@ def test_ls_l_costs_one_request_and_a_head_per_rounded_size(origin, wan_mount, t
     # "132M"): those, and only those, need a HEAD, once each.
     exact = origin[2]
     assert sorted(heads) == ([] if exact else sorted(n for n, s in sizes.items() if s > 9999))
+    # Thousands of HEADs are multiplexed as HTTP/2 streams: the mount opens
+    # a connection or two, not one per request or per concurrent request.
+    assert len({r.connection for r in server.requests()}) <= 2
 
 
 def test_deep_file_never_listed(wan_mount, tree_root):
