@@ -7,6 +7,7 @@
 #include "engine.h"
 #include "error.h"
 #include "headers.h"
+#include "linkstats.h"
 
 #include <errno.h>
 #include <string.h>
@@ -49,6 +50,7 @@ struct HsmEngine {
 	GQueue running;          /* of Transfer, through running_link */
 	guint lent;
 	gboolean multiplexing;   /* the origin answered over HTTP/2 or later */
+	HsmLinkStats link;       /* thread-safe */
 };
 
 void hsm_fetch_options_init(HsmFetchOptions *options)
@@ -334,6 +336,21 @@ static void learn_protocol(HsmEngine *engine, CURL *curl)
 	}
 }
 
+/* A complete response tells how long a request takes and how fast a
+ * body comes (connection set-up excluded: it is paid once). */
+static void learn_link(HsmEngine *engine, CURL *curl)
+{
+	curl_off_t pretransfer = 0, first_byte = 0, total = 0, bytes = 0;
+
+	curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer);
+	curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first_byte);
+	curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total);
+	curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &bytes);
+	if (first_byte > pretransfer)
+		hsm_link_stats_add(&engine->link, first_byte - pretransfer, (guint64)bytes,
+				   total - first_byte);
+}
+
 static void attempt_ended(HsmEngine *engine, Transfer *t, CURLcode rc)
 {
 	g_autofree char *method = NULL;
@@ -343,6 +360,8 @@ static void attempt_ended(HsmEngine *engine, Transfer *t, CURLcode rc)
 	long status = 0;
 
 	learn_protocol(engine, t->curl);
+	if (rc == CURLE_OK)
+		learn_link(engine, t->curl);
 	if (t->unwanted) {
 		end_attempt(engine, t);
 		finish_cancelled(t, "nobody waits for it any more");
@@ -500,6 +519,11 @@ void hsm_engine_submit(HsmEngine *engine, const char *url, gboolean bulk,
 	curl_multi_wakeup(engine->multi);
 }
 
+guint64 hsm_engine_bandwidth_delay(HsmEngine *engine)
+{
+	return hsm_link_stats_bandwidth_delay(&engine->link);
+}
+
 gboolean hsm_engine_is_own_thread(HsmEngine *engine)
 {
 	return g_thread_self() == engine->thread;
@@ -519,6 +543,7 @@ HsmEngine *hsm_engine_new(const HsmFetchOptions *options)
 	engine->options.max_connections = MAX(options->max_connections, 1u);
 	max = (long)engine->options.max_connections * 2; /* lent slots included */
 	g_mutex_init(&engine->lock);
+	hsm_link_stats_init(&engine->link);
 	engine->share = curl_share_init();
 	curl_share_setopt(engine->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 	engine->multi = curl_multi_init();
@@ -546,6 +571,7 @@ void hsm_engine_free(HsmEngine *engine)
 	curl_multi_cleanup(engine->multi);
 	curl_share_cleanup(engine->share);
 	g_mutex_clear(&engine->lock);
+	hsm_link_stats_clear(&engine->link);
 	hsm_fetch_options_clear(&engine->options);
 	g_free(engine);
 }

@@ -80,6 +80,10 @@ void hsm_engine_free(HsmEngine *engine);
 void hsm_engine_submit(HsmEngine *engine, const char *url, gboolean bulk,
 		       const HsmTransferOps *ops, gpointer data);
 
+/* Bytes the link to the origin holds in one round trip, as measured from
+ * complete responses (linkstats.h); 0 while unknown.  Any thread. */
+guint64 hsm_engine_bandwidth_delay(HsmEngine *engine);
+
 /* TRUE on the engine's own thread, where waiting for a transfer would
  * deadlock. */
 gboolean hsm_engine_is_own_thread(HsmEngine *engine);

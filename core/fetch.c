@@ -455,6 +455,11 @@ HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options)
 	return fetcher;
 }
 
+guint64 hsm_fetcher_bandwidth_delay(HsmFetcher *fetcher)
+{
+	return hsm_engine_bandwidth_delay(fetcher->engine);
+}
+
 void hsm_fetcher_free(HsmFetcher *fetcher)
 {
 	if (!fetcher)

@@ -19,6 +19,9 @@ HsmFetcher *hsm_fetcher_new(const HsmFetchOptions *options);
 /* Aborts running transfers (their sinks see ECANCELED) and waits for them. */
 void hsm_fetcher_free(HsmFetcher *fetcher);
 
+/* Bytes the link holds in one round trip; 0 while unknown.  Any thread. */
+guint64 hsm_fetcher_bandwidth_delay(HsmFetcher *fetcher);
+
 /* What one response said about the remote file. */
 typedef struct {
 	guint64 size;          /* G_MAXUINT64 when unknown */

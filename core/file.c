@@ -47,7 +47,7 @@ struct HsmFile {
 	guint generation;        /* protected by lock */
 	guint64 seq_start;       /* where the sequential run began; protected by lock */
 	guint64 seq_next;        /* end of the last read; protected by lock */
-	guint64 window;          /* next fetch size; protected by lock */
+	guint64 window;          /* bytes kept ahead of the reader; protected by lock */
 	gboolean dirty;          /* state differs from disk; protected by lock */
 	GError *failure;         /* the last failed fetch, protected by lock... */
 	HsmRange failed;         /* ...of these bytes... */
@@ -567,7 +567,7 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	fetch->generation = file->generation;
 	fetch->wanted_until = g_get_monotonic_time() + UNWANTED_AFTER_USEC;
 	fetch->start = start;
-	fetch->end = MIN(align_up(MAX(want_end, start + file->window)), fetch_limit(file, missing));
+	fetch->end = MIN(align_up(want_end), fetch_limit(file, missing));
 	g_ptr_array_add(file->fetches, fetch);
 	hsm_file_ref(file);
 	hsm_fetch_range(file->shared->fetcher, file->url, fetch->start, fetch->end,
@@ -575,11 +575,22 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	return fetch;
 }
 
-/* Reads close behind the previous one continue a sequential run.  The
- * window is the length of the run so far (within the configured bounds):
- * a reader gets fetched ahead about as much as it has read, so a tar
- * listing that stops early wastes little, and a long read soon moves
- * max_window at a time. */
+/* How far ahead of a sequential reader to keep bytes present or coming:
+ * enough to keep the link busy (its bandwidth-delay product), and as the
+ * run grows a sixteenth of it, so that a reader that stops (head, a tar
+ * listing) has cost little more than it read (the run includes the
+ * kernel's own readahead), and a long read moves big pieces. */
+static guint64 sequential_window(HsmFile *file)
+{
+	const HsmFileShared *shared = file->shared;
+	guint64 run = file->seq_next - file->seq_start;
+	guint64 link = hsm_fetcher_bandwidth_delay(shared->fetcher);
+
+	return CLAMP(MAX(run / 16, link), shared->min_window, shared->max_window);
+}
+
+/* Reads close behind the previous one continue a sequential run; others
+ * start a new one, whose fetch is as big as the read (within bounds). */
 static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 {
 	const HsmFileShared *shared = file->shared;
@@ -588,18 +599,18 @@ static gboolean note_access(HsmFile *file, guint64 offset, guint64 end)
 
 	if (sequential) {
 		file->seq_next = MAX(file->seq_next, end);
+		file->window = sequential_window(file);
 	} else {
 		file->seq_start = offset;
 		file->seq_next = end;
+		file->window = CLAMP(end - offset, shared->min_window, shared->max_window);
 	}
-	file->window = CLAMP(file->seq_next - file->seq_start, shared->min_window,
-			     shared->max_window);
 	return sequential;
 }
 
 /* Keeps a sequential reader fed, as the kernel's readahead does: once what
- * is present or coming ahead of it is less than half a window, the next
- * window is fetched. */
+ * is present or coming ahead of it is less than half a window, the rest
+ * of the window is fetched. */
 static void read_ahead(HsmFile *file, guint64 from)
 {
 	guint64 size = file->state.size, ahead = from;
@@ -619,7 +630,7 @@ static void read_ahead(HsmFile *file, guint64 from)
 	}
 	if (ahead - from >= file->window / 2)
 		return;
-	start_fetch(file, ahead, ahead + file->window);
+	start_fetch(file, ahead, from + file->window);
 }
 
 gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const HsmReader *reader,
@@ -652,7 +663,8 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 			break;
 		}
 		if (!fetch) {
-			fetch = start_fetch(file, missing, end);
+			fetch = start_fetch(file, missing,
+					    MAX(end, align_down(missing) + file->window));
 			started = TRUE;
 		}
 		fetch->refs++;

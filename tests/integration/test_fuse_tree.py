@@ -53,8 +53,9 @@ def test_whole_big_tar_matches_and_is_fetched_once(mounted, tree_root, nginx):
     # Writing the cache file did not leave its mtime at "now".
     cached = os.path.join(mounted.cache_dir, "tree", BIG_TAR)
     assert int(os.stat(cached).st_mtime) == int(os.stat(original).st_mtime)
-    # Sequential reading grows the window: far fewer requests than 256 KiB pieces.
-    assert len(gets(nginx, BIG_TAR)) < size / (4 * MiB)
+    # Sequential reading grows the window: far fewer requests than 256 KiB
+    # pieces (it ramps up over the first 128 MiB, to 8 MiB windows).
+    assert len(gets(nginx, BIG_TAR)) < size / (2 * MiB)
 
 
 def test_tar_listing_head_transfers_little(mounted, tree_root, nginx):
