@@ -51,6 +51,7 @@ struct HsmEngine {
 	guint lent;
 	gboolean multiplexing;   /* the origin answered over HTTP/2 or later */
 	HsmLinkStats link;       /* thread-safe */
+	guint64 logged_bandwidth_delay;
 };
 
 void hsm_fetch_options_init(HsmFetchOptions *options)
@@ -336,6 +337,22 @@ static void learn_protocol(HsmEngine *engine, CURL *curl)
 	}
 }
 
+/* Says what read-ahead is sized by, when it moved by a quarter or more. */
+static void log_link_change(HsmEngine *engine)
+{
+	guint64 bytes = hsm_link_stats_bandwidth_delay(&engine->link);
+	gint64 rtt_usec;
+	double bytes_per_usec;
+
+	if (bytes * 4 >= engine->logged_bandwidth_delay * 3 &&
+	    bytes * 4 <= engine->logged_bandwidth_delay * 5)
+		return;
+	engine->logged_bandwidth_delay = bytes;
+	hsm_link_stats_read(&engine->link, &rtt_usec, &bytes_per_usec);
+	g_debug("link: %.2f ms round trip, %.1f MB/s, %" G_GUINT64_FORMAT " bytes in flight",
+		(double)rtt_usec / 1000, bytes_per_usec, bytes);
+}
+
 /* A complete response tells how long a request takes and how fast a
  * body comes (connection set-up excluded: it is paid once). */
 static void learn_link(HsmEngine *engine, CURL *curl)
@@ -346,9 +363,11 @@ static void learn_link(HsmEngine *engine, CURL *curl)
 	curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first_byte);
 	curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total);
 	curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &bytes);
-	if (first_byte > pretransfer)
-		hsm_link_stats_add(&engine->link, first_byte - pretransfer, (guint64)bytes,
-				   total - first_byte);
+	if (first_byte <= pretransfer)
+		return;
+	hsm_link_stats_add(&engine->link, first_byte - pretransfer, (guint64)bytes,
+			   total - first_byte);
+	log_link_change(engine);
 }
 
 static void attempt_ended(HsmEngine *engine, Transfer *t, CURLcode rc)

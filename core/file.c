@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #define PAGE 4096u
+/* The least a sequential reader is fetched ahead: on top of the kernel's
+ * own readahead, enough to hide a LAN round trip, and no more, since a
+ * reader that stops leaves both behind. */
+#define READ_AHEAD_MIN (128 * 1024u)
 /* A failed range fails at once for a while, rather than costing another
  * round of retries per reader system call (and kernel readahead). */
 #define FAILURE_MEMORY_USEC (2 * G_USEC_PER_SEC)
@@ -575,18 +579,21 @@ static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 	return fetch;
 }
 
-/* How far ahead of a sequential reader to keep bytes present or coming:
- * enough to keep the link busy (its bandwidth-delay product), and as the
- * run grows a sixteenth of it, so that a reader that stops (head, a tar
- * listing) has cost little more than it read (the run includes the
- * kernel's own readahead), and a long read moves big pieces. */
+/* How far ahead of a sequential reader to keep bytes present or coming.
+ * Enough to keep the link busy: twice its bandwidth-delay product, since
+ * the next piece is fetched once half the window is left; but at most a
+ * quarter of the run so far, so that a reader that stops early (head, a
+ * tar listing) costs little more than it read: the window grows by a
+ * quarter per round trip, like TCP's slow start.  As the run grows, a
+ * sixteenth of it, so that a long read moves big pieces (the run includes
+ * the kernel's own readahead). */
 static guint64 sequential_window(HsmFile *file)
 {
 	const HsmFileShared *shared = file->shared;
 	guint64 run = file->seq_next - file->seq_start;
-	guint64 link = hsm_fetcher_bandwidth_delay(shared->fetcher);
+	guint64 link = 2 * hsm_fetcher_bandwidth_delay(shared->fetcher);
 
-	return CLAMP(MAX(run / 16, link), shared->min_window, shared->max_window);
+	return CLAMP(MAX(run / 16, MIN(link, run / 4)), READ_AHEAD_MIN, shared->max_window);
 }
 
 /* Reads close behind the previous one continue a sequential run; others

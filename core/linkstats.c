@@ -42,12 +42,19 @@ void hsm_link_stats_add(HsmLinkStats *stats, gint64 request_usec, guint64 body_b
 	g_mutex_unlock(&stats->lock);
 }
 
+void hsm_link_stats_read(HsmLinkStats *stats, gint64 *rtt_usec, double *bytes_per_usec)
+{
+	g_mutex_lock(&stats->lock);
+	*rtt_usec = stats->rtt_usec;
+	*bytes_per_usec = stats->bytes_per_usec;
+	g_mutex_unlock(&stats->lock);
+}
+
 guint64 hsm_link_stats_bandwidth_delay(HsmLinkStats *stats)
 {
-	guint64 bytes;
+	gint64 rtt_usec;
+	double bytes_per_usec;
 
-	g_mutex_lock(&stats->lock);
-	bytes = (guint64)(stats->bytes_per_usec * (double)stats->rtt_usec);
-	g_mutex_unlock(&stats->lock);
-	return bytes;
+	hsm_link_stats_read(stats, &rtt_usec, &bytes_per_usec);
+	return (guint64)(bytes_per_usec * (double)rtt_usec);
 }

@@ -25,6 +25,9 @@ void hsm_link_stats_clear(HsmLinkStats *stats);
 void hsm_link_stats_add(HsmLinkStats *stats, gint64 request_usec, guint64 body_bytes,
 			gint64 body_usec);
 
+/* The estimates (0 while unknown). */
+void hsm_link_stats_read(HsmLinkStats *stats, gint64 *rtt_usec, double *bytes_per_usec);
+
 /* Bytes the link holds in one round trip; 0 while unknown. */
 guint64 hsm_link_stats_bandwidth_delay(HsmLinkStats *stats);
 

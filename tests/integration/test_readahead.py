@@ -55,7 +55,7 @@ def test_tar_head_costs_at_most_1_mib(nginx, mount_factory, fan_factory, tree_ro
 
 
 @pytest.mark.parametrize("mode", ["fuse", "fanotify"])
-@pytest.mark.parametrize("length", [600_000, 2_000_000])
+@pytest.mark.parametrize("length", [600_000, 4_000_000])
 def test_reader_stopping_early_costs_little_more(nginx, mount_factory, fan_factory, tree_root,
                                                  mode, length):
     """`head -c`: a plain sequential reader, as a tar with bigger members
