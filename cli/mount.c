@@ -76,8 +76,12 @@ static const char mount_details[] =
 	"Sizes: listings that round sizes (\"1.2M\", as kernel.org's nginx does) get\n"
 	"exact sizes from parallel HEAD requests when the directory is first read;\n"
 	"exact listings need one request per directory.  The first read of a file\n"
-	"region fetches --min-window bytes; sequential readers double it up to\n"
-	"--max-window, with one window fetched ahead.\n"
+	"region fetches --min-window bytes.  A sequential reader is kept fed ahead\n"
+	"by twice the link's measured bandwidth-delay product (so one reader fills\n"
+	"a long fat link), growing by at most a quarter of what it read per round\n"
+	"trip, and later by a sixteenth of its run, up to --max-window: a reader\n"
+	"that stops early has cost little more than it read.  Over HTTP/2, all\n"
+	"requests share one connection; HTTP/1.1 gets --max-connections.\n"
 	"\n"
 	"Examples:\n"
 	"  httphsm mount https://cdn.kernel.org/pub/ /mnt/pub\n"
@@ -148,7 +152,7 @@ static GOptionContext *mount_context(MountOptions *o)
 		{ "min-window", 0, 0, G_OPTION_ARG_STRING, &o->min_window,
 		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
 		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
-		  "Largest fetch of a sequential reader (default: 8M)", "SIZE" },
+		  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
 		{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, &o->log_file,
 		  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "Log debug messages", NULL },
