@@ -1,12 +1,14 @@
 /* readbench: the read workloads of bench/run.py, timed without interpreter
  * overhead (a warm 4 KiB read takes about a microsecond).
  *
- *   readbench random FILE OPS THREADS [SECONDS]
+ *   readbench random FILE OPS THREADS [SECONDS [LENGTH]]
  *                                       4 KiB preads at random aligned offsets,
  *                                       OPS in all, or fewer if SECONDS pass
- *   readbench seq FILE THREADS          1 MiB reads; each thread reads its
+ *   readbench seq FILE THREADS [LENGTH] 1 MiB reads; each thread reads its
  *                                       own contiguous share of the file
  *
+ * LENGTH (bytes, 0: all) limits either to the first LENGTH bytes of FILE:
+ * through a slow link, reading all of a large file would take too long.
  * Prints one JSON object: latencies (ns) of random reads, or throughput.
  */
 #include <errno.h>
@@ -110,9 +112,12 @@ static int compare(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	int random_mode = (argc == 5 || argc == 6) && !strcmp(argv[1], "random");
-	uint64_t deadline = argc == 6 ? now_ns() + (uint64_t)(atof(argv[5]) * 1e9) : 0;
-	int seq_mode = argc == 4 && !strcmp(argv[1], "seq");
+	int random_mode = argc >= 5 && argc <= 7 && !strcmp(argv[1], "random");
+	int seq_mode = (argc == 4 || argc == 5) && !strcmp(argv[1], "seq");
+	uint64_t deadline = random_mode && argc >= 6 && atof(argv[5]) > 0 ?
+			    now_ns() + (uint64_t)(atof(argv[5]) * 1e9) : 0;
+	long long length = random_mode && argc == 7 ? atoll(argv[6]) :
+			   seq_mode && argc == 5 ? atoll(argv[4]) : 0;
 	long threads, ops_per_thread = 0;
 	pthread_t *ids;
 	Worker *workers;
@@ -121,13 +126,16 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	if (!random_mode && !seq_mode) {
-		fprintf(stderr, "usage: readbench random FILE OPS THREADS [SECONDS] | seq FILE THREADS\n");
+		fprintf(stderr, "usage: readbench random FILE OPS THREADS [SECONDS [LENGTH]] | "
+			"seq FILE THREADS [LENGTH]\n");
 		return 2;
 	}
 	if (stat(argv[2], &st) < 0) {
 		printf("{\"error\": \"%s\"}\n", strerror(errno));
 		return 1;
 	}
+	if (length > 0 && length < st.st_size)
+		st.st_size = (off_t)length;
 	threads = atol(argv[random_mode ? 4 : 3]);
 	if (random_mode)
 		ops_per_thread = atol(argv[3]) / threads;

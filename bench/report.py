@@ -3,6 +3,14 @@
 
     bench/report.py RESULTS_DIR... [--update-readme]
 
+For each link measured (loopback, W1, W2) it writes one set of tables into
+RESULTS_DIR/results.md and one plot, RESULTS_DIR/bench-LINK.png, where each
+contender has the same colour in every plot.  On a WAN link each time
+figure is also given in round trips (time / RTT), cold figures beside their
+physical floor (bench/run.py FLOORS) and their ratio to it, and sequential
+throughput as a fraction of the link's rate.  results.json files written
+before run.py measured several links in one run are read as one link.
+
 With --update-readme, the Results section of README.md shows every run
 given (e.g. bench/results/host and bench/results/vm).
 """
@@ -13,6 +21,52 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(HERE, "..", "README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+MIB = 1 << 20
+# One colour per contender, the same in every plot (matplotlib's tab10).
+COLOURS = {"local": "#7f7f7f", "curl": "#17becf", "httphsm-fuse": "#1f77b4",
+           "httphsm-fanotify": "#2ca02c", "httpdirfs": "#9467bd", "rclone-off": "#ff7f0e",
+           "rclone-full": "#d62728"}
+# Which floor of run.py's FLOORS a cold time figure is held against.
+RAND_FLOOR = "cold-rand"
+# Contenders that do not use the link: no ratio to a floor or to the link's
+# rate for them (their times in round trips show what the command costs).
+OFF_LINK = {"local"}
+
+
+class Link:
+    """What the cells of one link's tables need to know about the link."""
+
+    def __init__(self, section):
+        link = section.get("link") or {}
+        self.name = link.get("name", "none")
+        self.rtt = link["rtt_ms"] / 1000 if link else None
+        self.rate_mbit = link.get("rate_mbit")
+        self.rate_mib = link.get("rate_mib_s") or (
+            self.rate_mbit * 1e6 / 8 / MIB if self.rate_mbit else None)
+        self.span = section.get("seq_span_bytes")
+        self.floors = section.get("floors", {})
+        self.listing_bytes = section.get("listing_bytes", {})
+
+    @property
+    def wan(self):
+        return self.rtt is not None
+
+    def title(self):
+        if not self.wan:
+            return "loopback (no link): plain HTTP"
+        return (f"{self.name}: {self.rtt * 1000:g} ms RTT, {self.rate_mbit:g} Mbit/s "
+                f"({self.rate_mib:.2f} MiB/s), HTTPS + HTTP/2")
+
+    def floor(self, key):
+        return (self.floors.get(key) or {}).get("rtt")
+
+
+def sections(data):
+    """(link name, section) of each link in results.json, old format too."""
+    if "links" in data:
+        return list(data["links"].items())
+    link = data["environment"].get("link")
+    return [(link["name"] if link else "none", {"link": link, "results": data["results"]})]
 
 
 def fmt_bytes(n):
@@ -24,33 +78,90 @@ def fmt_bytes(n):
         n /= 1024
 
 
-def cell(result, key, kind="s"):
+def fmt_seconds(value):
+    return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
+
+
+def fmt_us(value):
+    return f"{value:.1f} µs" if value < 1000 else f"{value / 1000:.1f} ms"
+
+
+def fmt_rtt(rtts):
+    if rtts < 0.01:
+        return "<0.01 RTT"
+    return f"{rtts:.2f} RTT" if rtts < 10 else f"{rtts:.0f} RTT"
+
+
+def value_of(result, key):
+    """(value, None) or (None, what the cell shows instead)."""
     if result is None:
-        return "-"
+        return None, "-"
     if "failed" in result:
-        return "failed"
+        return None, "failed"
     value = result.get(key)
-    if value is None:
-        return "-"
-    if kind == "s":
-        return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
+    return (value, None) if value is not None else (None, "-")
+
+
+def cell(result, key, kind="s", link=None):
+    """A figure; on a WAN link, times (kind s or us) also in round trips."""
+    value, instead = value_of(result, key)
+    if instead:
+        return instead
+    if kind in ("s", "us"):
+        seconds = value if kind == "s" else value / 1e6
+        text = fmt_seconds(value) if kind == "s" else fmt_us(value)
+        return f"{text} = {fmt_rtt(seconds / link.rtt)}" if link and link.wan else text
     if kind == "bytes":
         return fmt_bytes(value)
-    if kind == "us":
-        return f"{value:.1f} µs" if value < 1000 else f"{value / 1000:.1f} ms"
     if kind == "mib":
-        return f"{value:.0f} MiB/s"
-    return str(value)
+        return f"{value:.0f} MiB/s" if value >= 100 else f"{value:.1f} MiB/s"
+    return f"{value:g}"  # a median of an even count may be a half
+
+
+def over_floor(result, key, link, floor_key, kind="s"):
+    """The figure in round trips divided by its floor."""
+    value, instead = value_of(result, key)
+    floor = link.floor(floor_key)
+    if instead or not floor:
+        return instead or "-"
+    seconds = value if kind == "s" else value / 1e6
+    return f"{seconds / link.rtt / floor:.2f}×"
+
+
+def of_link(result, key, link):
+    value, instead = value_of(result, key)
+    return instead or f"{value / link.rate_mib:.0%}"
 
 
 def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "-"
 
 
+def ratio_cell(result, key, reference):
+    ok = result and "failed" not in result
+    return ratio(result.get(key), (reference or {}).get(key)) if ok else "-"
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def spec_table(names, columns):
+    """columns: (header, fn(name) -> cell text)."""
+    return table([""] + [h for h, _ in columns], [[n] + [fn(n) for _, fn in columns]
+                                                 for n in names])
+
+
+def cold_time(header, workload, key, get, link, floor_key, kind="s"):
+    """The column of a cold time and, on a WAN link, its ratio to its floor."""
+    columns = [(header, lambda n: cell(get(n, workload), key, kind, link))]
+    if link.wan and link.floor(floor_key):
+        columns.append((f"÷ floor {link.floor(floor_key)} RTT",
+                        lambda n: "-" if n in OFF_LINK else
+                        over_floor(get(n, workload), key, link, floor_key, kind)))
+    return columns
 
 
 def failures(results):
@@ -62,62 +173,84 @@ def failures(results):
     return out
 
 
-def link_sentence(env):
-    link = env.get("link")
-    if not link:
-        return ""
-    return (f"  Through the emulated WAN link {link['name']} ({link['rtt_ms']:g} ms RTT, "
-            f"{link['rate_mbit']:g} Mbit/s) to HTTPS + HTTP/2 origins: divide a time by "
-            f"{link['rtt_ms'] / 1000:g} s for round trips.")
+def thread_counts(res):
+    counts = {int(w.split("-")[1]) for r in res.values() for w in r
+              if w.startswith("read-") and w.endswith("-threads")}
+    return sorted(counts)
 
 
-def markdown(data):
-    env, res = data["environment"], data["results"]
-    names = [n for n in res if n != "curl"]
-    get = lambda n, w: res.get(n, {}).get(w)  # noqa: E731
-    out = [f"Measured {env['date']} on {env['where']} (kernel {env['kernel']}, "
-           f"{env['cpus']} CPUs{', virtualised' if env['virtualised'] else ''}); "
-           f"median of {data['repeat']} runs.  Cold: fresh mount, empty cache, dropped page "
-           f"cache.  Warm: the same again.{link_sentence(env)}", ""]
-    out.append("**The demo**: `tar tvf linux-6.1.tar | head -20` (1.3 GB tar) and "
-               "`xz -dc linux-6.1.tar.xz | tar tv | head -5`")
-    out.append("")
-    out.append(table(["", "tar head cold", "fetched", "warm", "fetched", "xz head cold",
-                      "fetched", "warm", "fetched"],
-                     [[n] + [cell(get(n, w), key, unit) for w in ("tar-head", "xz-head")
-                             for key, unit in (("cold_seconds", "s"), ("cold_bytes", "bytes"),
-                                               ("warm_seconds", "s"), ("warm_bytes", "bytes"))]
-                      for n in names]))
-    out += ["", "Bytes are those of nginx's access log, which logs a request when it ends: "
-            "a peer that keeps a streaming GET open (rclone) has its bytes counted in the "
-            "run in which it closes it."]
-    out += ["", "**Metadata**: first byte of a never-listed file 5 directories deep; "
-            "`ls -l` of 5,000 files (requests sent)", ""]
-    out.append(table(["", "deep cold", "ls exact cold", "requests", "ls rounded cold",
-                      "requests", "ls warm"],
-                     [[n, cell(get(n, "deep-first-byte"), "cold_seconds"),
-                       cell(get(n, "ls-5000-exact"), "cold_seconds"),
-                       cell(get(n, "ls-5000-exact"), "cold_requests", "n"),
-                       cell(get(n, "ls-5000-rounded"), "cold_seconds"),
-                       cell(get(n, "ls-5000-rounded"), "cold_requests", "n"),
-                       cell(get(n, "ls-5000-exact"), "warm_seconds")] for n in names]))
-    local = get("local", "read-1-threads") or {}
-    curl = get("curl", "read-1-threads") or {}
-    out += ["", "**Reads** of the 1.3 GB tar, one reader: 4 KiB random preads and sequential "
-            "1 MiB reads; ratios against the local file and curl from the same run", ""]
-    rows = []
-    for n in names:
-        r = get(n, "read-1-threads")
-        ok = r and "failed" not in r
-        rows.append([n, cell(r, "cold_rand_p50_us", "us"), cell(r, "cold_rand_p99_us", "us"),
-                     cell(r, "warm_rand_p50_us", "us"), cell(r, "warm_rand_p99_us", "us"),
-                     ratio(r.get("warm_rand_p50_us"), local.get("warm_rand_p50_us")) if ok else "-",
-                     cell(r, "cold_seq_mib_s", "mib"),
-                     ratio(r.get("cold_seq_mib_s"), curl.get("cold_seq_mib_s")) if ok else "-",
-                     cell(r, "warm_seq_mib_s", "mib"),
-                     ratio(r.get("warm_seq_mib_s"), local.get("warm_seq_mib_s")) if ok else "-"])
-    out.append(table(["", "cold p50", "cold p99", "warm p50", "warm p99", "warm p50 / local",
-                      "cold seq", "/ curl", "warm seq", "/ local"], rows))
+def demo_table(names, get, link):
+    columns = []
+    for label, workload in (("tar head", "tar-head"), ("xz head", "xz-head")):
+        columns += cold_time(f"{label} cold", workload, "cold_seconds", get, link, workload)
+        columns += [("fetched", lambda n, w=workload: cell(get(n, w), "cold_bytes", "bytes")),
+                    ("warm", lambda n, w=workload: cell(get(n, w), "warm_seconds", "s", link)),
+                    ("fetched", lambda n, w=workload: cell(get(n, w), "warm_bytes", "bytes"))]
+    return ["**The demo**: `tar tvf linux-6.1.tar | head -20` (1.3 GB tar) and "
+            "`xz -dc linux-6.1.tar.xz | tar tv | head -5`", "", spec_table(names, columns), "",
+            "Bytes are those of nginx's access log, which logs a request when it ends: a peer "
+            "that keeps a streaming GET open (rclone) has its bytes counted in the run in "
+            "which it closes it."]
+
+
+def metadata_table(names, get, link):
+    def requests(workload):
+        return ("requests", lambda n: cell(get(n, workload), "cold_requests", "n"))
+    columns = (cold_time("deep cold", "deep-first-byte", "cold_seconds", get, link,
+                         "deep-first-byte")
+               + cold_time("ls exact cold", "ls-5000-exact", "cold_seconds", get, link,
+                           "ls-5000-exact")
+               + [requests("ls-5000-exact")]
+               + cold_time("ls rounded cold", "ls-5000-rounded", "cold_seconds", get, link,
+                           "ls-5000-rounded")
+               + [requests("ls-5000-rounded"),
+                  ("ls warm", lambda n: cell(get(n, "ls-5000-exact"), "warm_seconds", "s",
+                                             link))])
+    return ["**Metadata**: first byte of a never-listed file 5 directories deep; "
+            "`ls -l` of 5,000 files (requests sent)", "", spec_table(names, columns)]
+
+
+def random_table(names, get, link):
+    local = get("local", "read-1-threads")
+
+    def read(n):
+        return get(n, "read-1-threads")
+    columns = (cold_time("cold p50", "read-1-threads", "cold_rand_p50_us", get, link,
+                         RAND_FLOOR, "us")
+               + cold_time("cold p99", "read-1-threads", "cold_rand_p99_us", get, link,
+                           RAND_FLOOR, "us")
+               + [("warm p50", lambda n: cell(read(n), "warm_rand_p50_us", "us", link)),
+                  ("warm p99", lambda n: cell(read(n), "warm_rand_p99_us", "us", link)),
+                  ("warm p50 / local", lambda n: ratio_cell(read(n), "warm_rand_p50_us",
+                                                            local))])
+    return [f"**Random reads** of the {span_words(link)}, one reader, 4 KiB preads; "
+            "ratios against the local file from the same run", "",
+            spec_table(names, columns)]
+
+
+def span_words(link):
+    return f"first {link.span / MIB:g} MiB of the 1.3 GB tar" if link.span else "1.3 GB tar"
+
+
+def sequential_table(names, get, link):
+    local, curl = get("local", "read-1-threads"), get("curl", "read-1-threads")
+
+    def read(n):
+        return get(n, "read-1-threads")
+    columns = [("cold seq", lambda n: cell(read(n), "cold_seq_mib_s", "mib"))]
+    if link.wan:
+        columns.append(("÷ link rate", lambda n: "-" if n in OFF_LINK else
+                        of_link(read(n), "cold_seq_mib_s", link)))
+    columns += [("/ curl", lambda n: ratio_cell(read(n), "cold_seq_mib_s", curl)),
+                ("warm seq", lambda n: cell(read(n), "warm_seq_mib_s", "mib")),
+                ("/ local", lambda n: ratio_cell(read(n), "warm_seq_mib_s", local))]
+    return [f"**Sequential reads** of the {span_words(link)}, one reader, 1 MiB reads; "
+            "ratios against curl and the local file from the same run", "",
+            spec_table(names, columns)]
+
+
+def paired_notes(names, get):
+    out = []
     for n in names:
         r = get(n, "read-1-threads") or {}
         if r.get("native_warm_seq_mib_s"):
@@ -128,86 +261,246 @@ def markdown(data):
                     f"of its latency, sequential "
                     f"{ratio(r['paired_warm_seq_mib_s'], r['native_warm_seq_mib_s'])} "
                     f"of its throughput."]
-    out += ["", f"curl of the same file: {cell(curl, 'cold_seq_mib_s', 'mib')} to /dev/null, "
-            f"{cell(curl, 'to_file_mib_s', 'mib')} into a file on the caches' file system"]
+    return out
+
+
+def curl_note(names, get, link):
+    curl = get("curl", "read-1-threads")
+    if not curl:
+        return []
+    if "failed" in curl:
+        return ["", "curl of the same span failed (see Failures)."]
+    rate = f" ({of_link(curl, 'cold_seq_mib_s', link)} of the link's rate)" if link.wan else ""
+    what = "span" if link.span else "file"
+    text = (f"curl of the same {what}: {cell(curl, 'cold_seq_mib_s', 'mib')} to /dev/null{rate}, "
+            f"{cell(curl, 'to_file_mib_s', 'mib')} into a file on the caches' file system")
     for n in names:
         r = get(n, "read-1-threads") or {}
         if n.startswith("httphsm") and "failed" not in r and curl.get("to_file_mib_s"):
-            out[-1] += (f"; {n} cold = {ratio(r.get('cold_seq_mib_s'), curl['to_file_mib_s'])}"
-                        " of the latter")
-    out[-1] += "."
-    if "QEMU" in env["where"]:
-        out += ["", "In the guest, `local` is the host's tree through a 9p share (what nginx "
-                "serves): it is no native reference there; for fanotify mode the cache file "
-                "read directly is."]
-    out += ["",
-            "**Concurrent readers** (warm): 4 KiB random p50 and sequential throughput", ""]
-    rows = []
-    for n in names:
-        row = [n]
-        for t in (1, 4, 16):
-            r = get(n, f"read-{t}-threads")
-            row += [cell(r, "warm_rand_p50_us", "us"), cell(r, "warm_seq_mib_s", "mib")]
-        rows.append(row)
-    out.append(table(["", "1: p50", "1: seq", "4: p50", "4: seq", "16: p50", "16: seq"], rows))
+            text += (f"; {n} cold = {ratio(r.get('cold_seq_mib_s'), curl['to_file_mib_s'])}"
+                     " of the latter")
+    return ["", text + "."]
+
+
+def concurrency_table(names, get, link, res):
+    columns = []
+    for t in thread_counts(res):
+        columns += [(f"{t}: p50", lambda n, t=t: cell(get(n, f"read-{t}-threads"),
+                                                      "warm_rand_p50_us", "us", link)),
+                    (f"{t}: seq", lambda n, t=t: cell(get(n, f"read-{t}-threads"),
+                                                      "warm_seq_mib_s", "mib"))]
+    if link.wan:
+        columns += [(f"{t}: cold seq ÷ link",
+                     lambda n, t=t: "-" if n in OFF_LINK else
+                     of_link(get(n, f"read-{t}-threads"), "cold_seq_mib_s", link))
+                    for t in thread_counts(res)]
+    return ["**Concurrent readers** (warm): 4 KiB random p50 and sequential throughput"
+            + ("; cold sequential throughput as a fraction of the link's rate"
+               if link.wan else ""), "", spec_table(names, columns)]
+
+
+def floor_notes(link):
+    """The derivation of each floor, and what the floors leave aside."""
+    if not link.wan or not link.floors:
+        return []
+    labels = {"tar-head": "tar head", "xz-head": "xz head", "deep-first-byte": "deep",
+              "ls-5000-exact": "ls exact", "ls-5000-rounded": "ls rounded",
+              RAND_FLOOR: "cold random 4 KiB read (p50 and p99)"}
+    out = ["", f"**Floors** (round trips that any client must wait for on {link.name}, "
+           "with its connections warm after the mount, which listed the mount root pub/; "
+           "transfer time aside; a figure's `÷ floor` is its round trips divided by these):",
+           ""]
+    for key, floor in link.floors.items():
+        out.append(f"- {labels.get(key, key)}: {floor['rtt']} RTT: {floor['why']}.")
+    for key, size in link.listing_bytes.items():
+        if size:
+            seconds = size / (link.rate_mib * MIB)
+            out.append(f"- {labels.get(key, key)} leaves aside the listing page's "
+                       f"{fmt_bytes(size)}: {seconds * 1000:.0f} ms = {fmt_rtt(seconds / link.rtt)}"
+                       f" at the full rate{' (and the HEADs)' if 'rounded' in key else ''}.")
+    out.append("- local uses no link: its times in round trips are what the command itself "
+               "costs, which the floors leave aside too.")
+    out.append(f"- Warm figures have a floor of 0 RTT; sequential reads cover the "
+               f"{span_words(link)}, which at the link's full rate of "
+               f"{link.rate_mib:.2f} MiB/s ({link.rate_mbit:g} Mbit/s) take "
+               f"{(link.span or 0) / MIB / link.rate_mib:.1f} s.")
+    return out
+
+
+def link_markdown(section, image):
+    """One link's tables; image: the plot's path as the markdown sees it."""
+    link, res = Link(section), section["results"]
+    names = [n for n in res if n != "curl"]
+
+    def get(n, w):
+        return res.get(n, {}).get(w)
+    out = [f"#### {link.title()}", ""]
+    if image:
+        out += [f"![{link.name}]({image})", ""]
+    if section.get("orders"):
+        out += ["Order of the repetitions: " +
+                "; ".join(", ".join(order) for order in section["orders"]) + ".", ""]
+    out += demo_table(names, get, link) + [""] + metadata_table(names, get, link)
+    out += [""] + random_table(names, get, link) + [""] + sequential_table(names, get, link)
+    out += curl_note(names, get, link) + paired_notes(names, get)
+    out += [""] + concurrency_table(names, get, link, res) + floor_notes(link)
     failed = failures(res)
     if failed:
         out += ["", "Failures:", ""] + failed
-    return "\n".join(out) + "\n"
+    return out
+
+
+def markdown(data, images):
+    """images: link name -> plot path as the markdown sees it."""
+    env = data["environment"]
+    # Runs before results.json had per-link sections ran contenders in a fixed order.
+    rotating = ", contenders in rotating order" if "links" in data else ""
+    out = [f"Measured {env['date']} on {env['where']} (kernel {env['kernel']}, "
+           f"{env['cpus']} CPUs{', virtualised' if env['virtualised'] else ''}); "
+           f"median of {data['repeat']} runs{rotating}.  Cold: fresh mount, empty cache, "
+           f"dropped page cache.  Warm: the same again.", ""]
+    for name, section in sections(data):
+        out += link_markdown(section, images.get(name)) + [""]
+    if "QEMU" in env["where"]:
+        out += ["In the guest, `local` is the host's tree through a 9p share (what nginx "
+                "serves): it is no native reference there; for fanotify mode the cache file "
+                "read directly is.", ""]
+    return "\n".join(out)
+
+
+def plot_values(res, names, workload, key, scale=1.0):
+    """{name: value, or None where it failed}; no entry where the contender
+    does not run the workload (curl) or gave no such figure."""
+    out = {}
+    for n in names:
+        r = res.get(n, {}).get(workload)
+        if r and "failed" in r:
+            out[n] = None
+        elif r and r.get(key) is not None:
+            out[n] = r[key] * scale
+    return out
+
+
+def grouped_bars(ax, names, groups, title, unit, log=False, floors=None):
+    """groups: (label, {name: value}); a failed one (None) is a cross on
+    the axis, one without an entry an empty slot.  No value labels, which
+    would cover bars: the tables have the numbers.  floors: the floor of
+    each group, drawn as a black line across it."""
+    width = 0.8 / max(len(names), 1)
+    for g, (_, values) in enumerate(groups):
+        for i, n in enumerate(names):
+            x = g - 0.4 + width * (i + 0.5)
+            v = values.get(n)
+            if v:
+                ax.bar(x, v, width, color=COLOURS.get(n, "#bcbd22"))
+            elif v is None and n in values:
+                ax.plot(x, 0, marker="x", color=COLOURS.get(n, "#bcbd22"), clip_on=False,
+                        transform=ax.get_xaxis_transform(), markersize=7)
+        if floors and floors[g]:
+            ax.hlines(floors[g], g - 0.45, g + 0.45, colors="black", linewidth=2)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([label for label, _ in groups], fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(unit)
+    if log:
+        ax.set_yscale("log")
+
+
+def loopback_panels(axes, res, names, threads):
+    network = [n for n in names if n not in ("local", "curl")]
+    grouped_bars(axes[0], network, [
+        (label, plot_values(res, network, w, "cold_bytes", 1 / MIB))
+        for label, w in (("tar head", "tar-head"), ("xz head", "xz-head"))],
+        "bytes fetched, cold", "MiB", log=True)
+    readers = [n for n in names if n != "curl"]
+    grouped_bars(axes[1], readers, [
+        (f"{t} reader{'s' if t > 1 else ''}",
+         plot_values(res, readers, f"read-{t}-threads", "warm_rand_p50_us")) for t in threads],
+        "warm 4 KiB random read, p50", "µs", log=True)
+    grouped_bars(axes[2], names, [
+        (f"{t} reader{'s' if t > 1 else ''}",
+         plot_values(res, names, f"read-{t}-threads", "cold_seq_mib_s")) for t in threads],
+        "cold sequential read", "MiB/s")
+
+
+def wan_panels(axes, res, names, threads, link):
+    """Local stays in the first panel only: what each command costs with no
+    network at all, in round trips; elsewhere it would dwarf the rest."""
+    readers = [n for n in names if n != "curl"]
+    remote = [n for n in names if n not in OFF_LINK]
+    workloads = (("tar head", "tar-head"), ("xz head", "xz-head"), ("deep", "deep-first-byte"),
+                 ("ls exact", "ls-5000-exact"), ("ls rounded", "ls-5000-rounded"))
+    grouped_bars(axes[0], readers, [
+        (label, plot_values(res, readers, w, "cold_seconds", 1 / link.rtt))
+        for label, w in workloads], "cold time in round trips (black: floor)", "RTT", log=True,
+        floors=[link.floor(w) for _, w in workloads])
+    # Bars on a log axis start at its bottom: a fixed one keeps heights comparable.
+    axes[0].set_ylim(bottom=0.1)
+    mounts = [n for n in remote if n != "curl"]
+    rand = [(f"p{p}", plot_values(res, mounts, "read-1-threads", f"cold_rand_p{p}_us",
+                                  1e-6 / link.rtt)) for p in (50, 99)]
+    grouped_bars(axes[1], mounts, rand, "cold 4 KiB random read, 1 reader (black: floor)",
+                 "RTT", floors=[link.floor(RAND_FLOOR)] * 2)
+    grouped_bars(axes[2], remote, [
+        (f"{t} reader{'s' if t > 1 else ''}",
+         plot_values(res, remote, f"read-{t}-threads", "cold_seq_mib_s", 100 / link.rate_mib))
+        for t in threads], f"cold sequential read, first {link.span / MIB:g} MiB (black: link rate)",
+        "% of the link's rate")
+    axes[2].axhline(100, color="black", linewidth=2)
+    axes[2].set_ylim(0, max(110, axes[2].get_ylim()[1]))
+
+
+def plot_link(plt, section, path):
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    link, res = Link(section), section["results"]
+    names = list(res)
+    threads = thread_counts(res)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    if link.wan:
+        wan_panels(axes, res, names, threads, link)
+    else:
+        loopback_panels(axes, res, names, threads)
+    handles = [Patch(color=COLOURS.get(n, "#bcbd22"), label=n) for n in names]
+    handles.append(Line2D([], [], marker="x", linestyle="", color="black",
+                          label="failed"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9,
+               frameon=False)
+    fig.suptitle(link.title(), fontsize=11)
+    fig.subplots_adjust(left=0.05, right=0.98, bottom=0.16, top=0.86,
+                        wspace=0.22)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def plots(data, out_dir):
+    """Writes bench-LINK.png for each link; returns {link: path}."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    res = data["results"]
-    names = [n for n in res if n not in ("curl",)]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    paths = {}
+    for name, section in sections(data):
+        paths[name] = os.path.join(out_dir, f"bench-{name}.png")
+        plot_link(plt, section, paths[name])
+    return paths
 
-    def values(workload, key):
-        vals = []
-        for n in names:
-            r = res[n].get(workload) or {}
-            vals.append(r.get(key) if "failed" not in r else None)
-        return vals
 
-    def bars(ax, vals, title, unit, log=False):
-        shown = [v if v else 0 for v in vals]
-        ax.bar(range(len(names)), shown, color=["#4c72b0" if v else "#cccccc" for v in vals])
-        for i, v in enumerate(vals):
-            ax.text(i, max(shown) * 0.02 if not log else 1, "failed" if v is None else "",
-                    ha="center", rotation=90, fontsize=8)
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.set_ylabel(unit)
-        if log:
-            ax.set_yscale("log")
-
-    bars(axes[0], [v / 1048576 if v is not None else None
-                   for v in values("tar-head", "cold_bytes")],
-         "tar tvf | head -20: bytes fetched (cold)", "MiB", log=True)
-    bars(axes[1], values("read-1-threads", "warm_rand_p50_us"),
-         "warm 4 KiB random read, p50", "µs", log=True)
-    bars(axes[2], values("read-1-threads", "cold_seq_mib_s"),
-         "cold sequential read", "MiB/s")
-    fig.subplots_adjust(bottom=0.28, wspace=0.3)
-    path = os.path.join(out_dir, "bench.png")
-    fig.savefig(path, dpi=90)
-    return path
+def relative_images(paths, start):
+    return {name: os.path.relpath(path, start) for name, path in paths.items()}
 
 
 def update_readme(runs):
-    """runs: (markdown, plot path, results dir) of each run, in order."""
+    """runs: (results.json data, plot paths, results dir) of each run, in order."""
     with open(README) as f:
         text = f.read()
+    readme_dir = os.path.dirname(README)
     parts = [f"{BEGIN}\n_Generated by `bench/report.py --update-readme` from the runs below._\n"]
-    for md, plot, out_dir in runs:
-        rel_plot = os.path.relpath(plot, os.path.dirname(README))
-        rel_md = os.path.relpath(os.path.join(out_dir, "results.md"), os.path.dirname(README))
-        parts.append(f"\n### {os.path.basename(out_dir)} ([tables]({rel_md}))\n\n"
-                     f"![benchmark]({rel_plot})\n\n{md}")
+    for data, paths, out_dir in runs:
+        rel_md = os.path.relpath(os.path.join(out_dir, "results.md"), readme_dir)
+        md = markdown(data, relative_images(paths, readme_dir))
+        parts.append(f"\n### {os.path.basename(out_dir)} ([tables]({rel_md}))\n\n{md}")
     section = "".join(parts) + END
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
@@ -223,10 +516,11 @@ def main():
     for out_dir in dirs:
         with open(os.path.join(out_dir, "results.json")) as f:
             data = json.load(f)
-        md = markdown(data)
+        paths = plots(data, out_dir)
+        md = markdown(data, relative_images(paths, out_dir))
         with open(os.path.join(out_dir, "results.md"), "w") as f:
             f.write(md)
-        runs.append((md, plots(data, out_dir), out_dir))
+        runs.append((data, paths, out_dir))
         print(md)
     if "--update-readme" in sys.argv:
         update_readme(runs)
