@@ -3,15 +3,19 @@
  * `httphsm status|prefetch|evict` talk to the daemon serving a path, since
  * only it knows which bytes are present right now, and only it may drop
  * them safely.  One request line per connection:
- *     status RELPATH    ->  "file SIZE PRESENT" | "dir populated|unpopulated"
+ *     status RELPATH    ->  "file SIZE PRESENT" | "dir populated AGE" | "dir unpopulated"
+ *                           (AGE: seconds since the listing was fetched or revalidated)
  *     prefetch RELPATH  ->  "progress PRESENT SIZE"... then "done SIZE"
  *     evict RELPATH     ->  "evicted FREED"
+ *     refresh RELPATH   ->  "refreshed 1": its listing revalidated now
+ *     refresh-r RELPATH ->  "refreshed COUNT": and those below it listed before
  * RELPATH is percent-escaped; failures answer "error ERRNO MESSAGE".
  */
 #include "control.h"
 #include "error.h"
 #include "url.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -85,8 +89,12 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 		return;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		reply(fd, "dir %s\n",
-		      hsm_tree_is_populated(control->tree, relpath) ? "populated" : "unpopulated");
+		gint64 age = hsm_tree_listing_age(control->tree, relpath);
+
+		if (age >= 0)
+			reply(fd, "dir populated %" G_GINT64_FORMAT "\n", age);
+		else
+			reply(fd, "dir unpopulated\n");
 		return;
 	}
 	file = hsm_tree_get_file(control->tree, relpath, &err);
@@ -144,6 +152,73 @@ static void do_evict(HsmControl *control, int fd, const char *relpath)
 		hsm_file_unref(file);
 }
 
+/* The subdirectories of relpath that were listed, so worth revalidating. */
+static GPtrArray *listed_subdirs(HsmControl *control, const char *relpath)
+{
+	GPtrArray *subdirs = g_ptr_array_new_with_free_func(g_free);
+	int dirfd = openat(hsm_tree_root_fd(control->tree), *relpath ? relpath : ".",
+			   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *dir = dirfd >= 0 ? fdopendir(dirfd) : NULL;
+	struct dirent *d;
+
+	if (!dir) {
+		if (dirfd >= 0)
+			close(dirfd);
+		return subdirs;
+	}
+	while ((d = readdir(dir))) {
+		g_autofree char *child = NULL;
+
+		if (d->d_type != DT_DIR || !strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		child = hsm_path_join(relpath, d->d_name);
+		if (hsm_tree_is_populated(control->tree, child))
+			g_ptr_array_add(subdirs, g_steal_pointer(&child));
+	}
+	closedir(dir);
+	return subdirs;
+}
+
+/* Parents first: a subdirectory gone from its parent's new listing is not
+ * asked for. */
+static gboolean refresh_dir(HsmControl *control, const char *relpath, gboolean recursive,
+			    guint *count, GError **err)
+{
+	g_autoptr(GPtrArray) subdirs = NULL;
+
+	if (!hsm_tree_refresh(control->tree, relpath, err))
+		return FALSE;
+	(*count)++;
+	if (!recursive)
+		return TRUE;
+	subdirs = listed_subdirs(control, relpath);
+	for (guint i = 0; i < subdirs->len; i++)
+		if (!refresh_dir(control, subdirs->pdata[i], TRUE, count, err))
+			return FALSE;
+	return TRUE;
+}
+
+static void do_refresh(HsmControl *control, int fd, const char *relpath, gboolean recursive)
+{
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+	guint count = 0;
+
+	if (fstatat(hsm_tree_root_fd(control->tree), relpath, &st,
+		    AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0) {
+		reply(fd, "error %d %s: %s\n", errno, *relpath ? relpath : "/", g_strerror(errno));
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		reply(fd, "error %d %s: not a directory\n", ENOTDIR, relpath);
+		return;
+	}
+	if (refresh_dir(control, relpath, recursive, &count, &err))
+		reply(fd, "refreshed %u\n", count);
+	else
+		reply_error(fd, err);
+}
+
 static char *read_request(int fd)
 {
 	GString *line = g_string_new(NULL);
@@ -189,6 +264,8 @@ static void serve_client(gpointer data, gpointer user_data)
 		do_prefetch(control, fd, relpath);
 	else if (!strcmp(request, "evict"))
 		do_evict(control, fd, relpath);
+	else if (!strcmp(request, "refresh") || !strcmp(request, "refresh-r"))
+		do_refresh(control, fd, relpath, !strcmp(request, "refresh-r"));
 	else
 		reply(fd, "error %d unknown request '%s'\n", EINVAL, request);
 	close(fd);

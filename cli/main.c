@@ -18,6 +18,7 @@ static const Command commands[] = {
 	{ "status", hsm_command_status, "[--bytes] PATH...         what is in the local cache" },
 	{ "prefetch", hsm_command_prefetch, "PATH...                   fetch whole files now" },
 	{ "evict", hsm_command_evict, "[--bytes] PATH...         free their local copy" },
+	{ "refresh", hsm_command_refresh, "[-r] DIRECTORY...         revalidate listings now" },
 };
 
 static int usage(FILE *out, int status)

@@ -36,6 +36,7 @@ typedef struct {
 	char *min_rate;
 	char *min_window;
 	char *max_window;
+	char *dir_cache_time;
 	gboolean verbose;
 	gboolean fuse_debug;
 	char *log_file;
@@ -83,6 +84,17 @@ static const char mount_details[] =
 	"that stops early has cost little more than it read.  Over HTTP/2, all\n"
 	"requests share one connection; HTTP/1.1 gets --max-connections.\n"
 	"\n"
+	"Freshness: a listing older than --dir-cache-time is revalidated when its\n"
+	"directory is next looked up or read, with a conditional GET (ETag or\n"
+	"Last-Modified: an unchanged listing costs a 304 and no body; a server\n"
+	"without validators sends the page again, compared with the old one).  A\n"
+	"shorter Cache-Control max-age from the server wins; a listing checked\n"
+	"less than a second ago counts as fresh even with 0.  New files appear,\n"
+	"removed ones go, and files whose size or date changed lose their cached\n"
+	"bytes and are fetched anew.  An error page or an outage keeps the old\n"
+	"listing (logged).  FUSE mode lets the kernel cache names and attributes\n"
+	"for the same time.\n"
+	"\n"
 	"Examples:\n"
 	"  httphsm mount https://cdn.kernel.org/pub/ /mnt/pub\n"
 	"  tar tvf /mnt/pub/linux/kernel/v6.x/linux-6.1.tar.xz | head\n"
@@ -112,6 +124,40 @@ static gboolean parse_size(const char *text, guint64 *out, GError **err)
 		return FALSE;
 	}
 	*out = value;
+	return TRUE;
+}
+
+/* A duration in microseconds: NUMBER[s|m|h|d] (seconds without a unit),
+ * or "inf" for -1, forever. */
+static gboolean parse_duration(const char *text, gint64 *out, GError **err)
+{
+	static const struct { char unit; gint64 seconds; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	gint64 scale = 1;
+	guint64 value;
+	char *end;
+
+	if (!text)
+		return TRUE;
+	if (!strcmp(text, "inf")) {
+		*out = -1;
+		return TRUE;
+	}
+	value = g_ascii_strtoull(text, &end, 10);
+	for (guint i = 0; i < G_N_ELEMENTS(units); i++)
+		if (end != text && *end == units[i].unit) {
+			scale = units[i].seconds;
+			end++;
+			break;
+		}
+	/* Ten years is forever enough, and far from overflowing. */
+	if (end == text || *end || !g_ascii_isdigit(*text) || value > (guint64)(315360000 / scale)) {
+		g_set_error(err, HSM_ERROR, EINVAL,
+			    "'%s' is not a duration (e.g. 90s, 5m, 2h, 1d, 0, inf)", text);
+		return FALSE;
+	}
+	*out = (gint64)value * scale * G_USEC_PER_SEC;
 	return TRUE;
 }
 
@@ -153,6 +199,9 @@ static GOptionContext *mount_context(MountOptions *o)
 		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
 		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
 		  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
+		{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, &o->dir_cache_time,
+		  "How long a directory listing is used before it is revalidated, "
+		  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
 		{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, &o->log_file,
 		  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "Log debug messages", NULL },
@@ -180,6 +229,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->min_rate);
 	g_free(o->min_window);
 	g_free(o->max_window);
+	g_free(o->dir_cache_time);
 	g_free(o->log_file);
 }
 
@@ -211,7 +261,8 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 	if (min_rate)
 		tree->fetch.min_rate = (guint)MIN(min_rate, G_MAXUINT);
 	return parse_size(o->min_window, &tree->min_window, err) &&
-	       parse_size(o->max_window, &tree->max_window, err);
+	       parse_size(o->max_window, &tree->max_window, err) &&
+	       parse_duration(o->dir_cache_time, &tree->dir_cache_time, err);
 }
 
 static gboolean check_mountpoint(const char *path, GError **err)

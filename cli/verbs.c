@@ -1,4 +1,4 @@
-/* `httphsm status|prefetch|evict PATH...`: ask the daemon serving PATH. */
+/* `httphsm status|prefetch|evict|refresh PATH...`: ask the daemon serving PATH. */
 #include "commands.h"
 #include "control.h"
 #include "registry.h"
@@ -14,7 +14,9 @@
 typedef struct {
 	const char *verb;
 	const char *usage;
-	gboolean bytes;         /* status: raw numbers */
+	const char *option;     /* the verb's one option, or NULL */
+	const char *request;    /* sent instead of verb with the option, or NULL */
+	gboolean option_given;  /* --bytes: raw numbers; refresh -r: a subtree */
 } Verb;
 
 static char *human_size(guint64 bytes, gboolean raw)
@@ -79,10 +81,29 @@ static char *read_line(FILE *in)
 	return line;
 }
 
+static char *human_age(gint64 seconds)
+{
+	if (seconds < 120)
+		return g_strdup_printf("%" G_GINT64_FORMAT " s", seconds);
+	if (seconds < 2 * 3600)
+		return g_strdup_printf("%" G_GINT64_FORMAT " min", seconds / 60);
+	if (seconds < 2 * 86400)
+		return g_strdup_printf("%" G_GINT64_FORMAT " h", seconds / 3600);
+	return g_strdup_printf("%" G_GINT64_FORMAT " days", seconds / 86400);
+}
+
 static void print_status(const char *path, const char *answer, gboolean raw)
 {
 	guint64 size, present;
+	gint64 age;
 
+	if (sscanf(answer, "dir populated %" G_GINT64_FORMAT, &age) == 1) {
+		g_autofree char *text = raw ? g_strdup_printf("%" G_GINT64_FORMAT " s", age)
+					    : human_age(age);
+
+		printf("%-8s %s ago  %s\n", "listed", text, path);
+		return;
+	}
 	if (g_str_has_prefix(answer, "dir ")) {
 		printf("%-8s %s\n", answer + 4, path);
 		return;
@@ -112,7 +133,8 @@ static void draw_progress(const char *path, guint64 present, guint64 size)
 static gboolean run(const Verb *verb, const char *path)
 {
 	g_autoptr(GError) err = NULL;
-	int fd = ask_daemon(verb->verb, path, &err);
+	int fd = ask_daemon(verb->option_given && verb->request ? verb->request : verb->verb, path,
+			    &err);
 	gboolean ok = FALSE, tty = isatty(STDERR_FILENO);
 	FILE *in;
 	char *line;
@@ -139,12 +161,16 @@ static gboolean run(const Verb *verb, const char *path)
 				fputc('\n', stderr);
 			ok = TRUE;
 		} else if (sscanf(line, "evicted %" G_GUINT64_FORMAT, &a) == 1) {
-			g_autofree char *freed = human_size(a, verb->bytes);
+			g_autofree char *freed = human_size(a, verb->option_given);
 
 			printf("evicted %s  %s\n", freed, path);
 			ok = TRUE;
+		} else if (sscanf(line, "refreshed %" G_GUINT64_FORMAT, &a) == 1) {
+			printf("refreshed %" G_GUINT64_FORMAT " listing%s  %s\n", a,
+			       a == 1 ? "" : "s", path);
+			ok = TRUE;
 		} else {
-			print_status(path, line, verb->bytes);
+			print_status(path, line, verb->option_given);
 			ok = TRUE;
 		}
 		free(line);
@@ -153,26 +179,34 @@ static gboolean run(const Verb *verb, const char *path)
 	return ok;
 }
 
-enum { STATUS, PREFETCH, EVICT };
+enum { STATUS, PREFETCH, EVICT, REFRESH };
 
 static const Verb verbs[] = {
 	[STATUS] = { "status",
 	  "Usage: httphsm status [--bytes] PATH...\n\n"
 	  "Shows how much of each file is in the local cache: online (nothing\n"
 	  "yet), partial or full, with present bytes / size; for directories,\n"
-	  "whether their listing was fetched (populated).  --bytes prints exact\n"
-	  "byte counts.\n",
-	  FALSE },
+	  "how long ago their listing was fetched or found unchanged (or\n"
+	  "unpopulated: never listed).  --bytes prints exact byte counts and\n"
+	  "ages in seconds.\n",
+	  "--bytes" },
 	[PREFETCH] = { "prefetch",
 	  "Usage: httphsm prefetch PATH...\n\n"
 	  "Fetches whole files into the local cache now (with a progress bar on\n"
-	  "a terminal), so that later reads need no network.\n",
-	  FALSE },
+	  "a terminal), so that later reads need no network.\n" },
 	[EVICT] = { "evict",
 	  "Usage: httphsm evict [--bytes] PATH...\n\n"
 	  "Frees the local copy of files (they stay visible and are fetched\n"
 	  "again when read).  A file that is open is left alone (exit status 1).\n",
-	  FALSE },
+	  "--bytes" },
+	[REFRESH] = { "refresh",
+	  "Usage: httphsm refresh [-r] DIRECTORY...\n\n"
+	  "Revalidates the listing of each directory now, whatever its age (see\n"
+	  "--dir-cache-time of mount): new files appear, removed ones go, changed\n"
+	  "ones lose their cached bytes.  With -r, also every directory below it\n"
+	  "that was listed before (parents first).  An unchanged listing costs a\n"
+	  "304 where the server sends validators.\n",
+	  "-r", "refresh-r" },
 };
 
 static int run_verb(const Verb *which, int argc, char **argv)
@@ -180,8 +214,8 @@ static int run_verb(const Verb *which, int argc, char **argv)
 	int failures = 0, first = 1;
 	Verb verb = *which;
 
-	if (argc > 1 && !strcmp(argv[1], "--bytes")) {
-		verb.bytes = TRUE;
+	if (argc > 1 && verb.option && !strcmp(argv[1], verb.option)) {
+		verb.option_given = TRUE;
 		first = 2;
 	}
 	if (argc <= first || !strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
@@ -208,4 +242,9 @@ int hsm_command_prefetch(int argc, char **argv)
 int hsm_command_evict(int argc, char **argv)
 {
 	return run_verb(&verbs[EVICT], argc, argv);
+}
+
+int hsm_command_refresh(int argc, char **argv)
+{
+	return run_verb(&verbs[REFRESH], argc, argv);
 }

@@ -92,8 +92,11 @@ static gboolean stopping(HsmEngine *engine)
 static void response_clear(HsmResponse *response)
 {
 	g_free(response->etag);
+	g_free(response->last_modified);
+	g_free(response->cache_control);
 	g_free(response->content_range);
-	response->etag = response->content_range = NULL;
+	response->etag = response->last_modified = response->cache_control = NULL;
+	response->content_range = NULL;
 	response->retry_after = -1;
 }
 
@@ -114,6 +117,12 @@ static size_t on_header(char *line, size_t size, size_t count, void *user)
 	} else if (len > 5 && !g_ascii_strncasecmp(line, "ETag:", 5)) {
 		g_free(response->etag);
 		response->etag = strip_header_value(line, len, 5);
+	} else if (len > 14 && !g_ascii_strncasecmp(line, "Last-Modified:", 14)) {
+		g_free(response->last_modified);
+		response->last_modified = strip_header_value(line, len, 14);
+	} else if (len > 14 && !g_ascii_strncasecmp(line, "Cache-Control:", 14)) {
+		g_free(response->cache_control);
+		response->cache_control = strip_header_value(line, len, 14);
 	} else if (len > 14 && !g_ascii_strncasecmp(line, "Content-Range:", 14)) {
 		g_free(response->content_range);
 		response->content_range = strip_header_value(line, len, 14);

@@ -42,6 +42,8 @@ void hsm_fetch_options_clear(HsmFetchOptions *options);
 /* The headers of an attempt's final response (redirects and 1xx reset them). */
 typedef struct {
 	char *etag;
+	char *last_modified;         /* as sent, for If-Modified-Since */
+	char *cache_control;
 	char *content_range;
 	gint64 retry_after;          /* seconds, -1 when absent */
 	char error[CURL_ERROR_SIZE]; /* libcurl's detailed message */

@@ -55,12 +55,20 @@ void hsm_remote_info_clear(HsmRemoteInfo *info)
 	info->etag = NULL;
 }
 
+void hsm_validators_clear(HsmValidators *validators)
+{
+	g_free(validators->etag);
+	g_free(validators->last_modified);
+	validators->etag = validators->last_modified = NULL;
+}
+
 void hsm_page_clear(HsmPage *page)
 {
 	if (page->body)
 		g_byte_array_unref(page->body);
 	g_free(page->url);
 	g_free(page->charset);
+	hsm_validators_clear(&page->validators);
 	memset(page, 0, sizeof(*page));
 }
 
@@ -91,6 +99,7 @@ static long response_status(CURL *curl)
 typedef struct {
 	const char *url;
 	gsize max_size;
+	struct curl_slist *conditions; /* If-None-Match, If-Modified-Since */
 	GByteArray *body;        /* of the current attempt */
 	gboolean too_big;
 	HsmPage *page;
@@ -121,29 +130,40 @@ static void page_prepare(gpointer data, CURL *curl, const HsmResponse *response)
 	curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_page_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, request);
+	if (request->conditions)
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, request->conditions);
 }
 
-static void fill_page(CURL *curl, HsmPage *page, GByteArray *body)
+static void fill_page(CURL *curl, const HsmResponse *response, HsmPage *page, GByteArray *body)
 {
 	char *url = NULL, *type = NULL;
 
 	curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &url);
 	curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
-	page->body = g_byte_array_ref(body);
+	page->body = body ? g_byte_array_ref(body) : NULL;
 	page->url = g_strdup(url);
 	page->is_html = type && (g_str_has_prefix(type, "text/html") ||
 				 g_str_has_prefix(type, "application/xhtml"));
 	page->charset = hsm_content_type_charset(type);
+	page->validators.etag = g_strdup(response->etag);
+	page->validators.last_modified = g_strdup(response->last_modified);
+	page->max_age = hsm_cache_control_max_age(response->cache_control);
 }
 
 static HsmAttempt page_ended(gpointer data, CURL *curl, CURLcode *rc, const HsmResponse *response,
 			     GError **err)
 {
 	PageRequest *request = data;
+	long status = *rc == CURLE_OK ? response_status(curl) : 0;
 
-	(void)response;
-	if (*rc == CURLE_OK && response_status(curl) == 200) {
-		fill_page(curl, request->page, request->body);
+	if (status == 200) {
+		fill_page(curl, response, request->page, request->body);
+		return HSM_ATTEMPT_DONE;
+	}
+	/* Only a conditional request may be answered "not modified". */
+	if (status == 304 && request->conditions) {
+		fill_page(curl, response, request->page, NULL);
+		request->page->not_modified = TRUE;
 		return HSM_ATTEMPT_DONE;
 	}
 	if (request->too_big) {
@@ -168,18 +188,43 @@ static const HsmTransferOps page_ops = {
 	.finish = page_finish,
 };
 
-gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, HsmPage *page,
-			GError **err)
+/* The headers of a conditional GET, or NULL.  Validators come from the
+ * server: a value that could end the header line is not sent. */
+static struct curl_slist *conditions(const HsmValidators *if_changed)
+{
+	struct curl_slist *list = NULL;
+
+	if (!if_changed)
+		return NULL;
+	if (if_changed->etag && !strpbrk(if_changed->etag, "\r\n")) {
+		g_autofree char *line = g_strdup_printf("If-None-Match: %s", if_changed->etag);
+
+		list = curl_slist_append(list, line);
+	}
+	if (if_changed->last_modified && !strpbrk(if_changed->last_modified, "\r\n")) {
+		g_autofree char *line = g_strdup_printf("If-Modified-Since: %s",
+							if_changed->last_modified);
+
+		list = curl_slist_append(list, line);
+	}
+	return list;
+}
+
+gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size,
+			const HsmValidators *if_changed, HsmPage *page, GError **err)
 {
 	PageRequest request = { .url = url, .max_size = max_size, .page = page };
 
 	g_assert(!hsm_engine_is_own_thread(fetcher->engine));
 	memset(page, 0, sizeof(*page));
+	page->max_age = -1;
 	request.body = g_byte_array_new();
+	request.conditions = conditions(if_changed);
 	waiter_init(&request.waiter, 1);
 	hsm_engine_submit(fetcher->engine, url, FALSE, &page_ops, &request);
 	waiter_wait(&request.waiter);
 	g_byte_array_unref(request.body);
+	curl_slist_free_all(request.conditions);
 	if (request.error) {
 		hsm_page_clear(page);
 		g_propagate_error(err, request.error);

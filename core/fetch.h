@@ -32,19 +32,32 @@ typedef struct {
 
 void hsm_remote_info_clear(HsmRemoteInfo *info);
 
+/* What a server said to tell one version of a page from another. */
 typedef struct {
-	GByteArray *body;
+	char *etag;            /* NULL when absent */
+	char *last_modified;   /* the HTTP date as sent, or NULL */
+} HsmValidators;
+
+void hsm_validators_clear(HsmValidators *validators);
+
+typedef struct {
+	GByteArray *body;      /* NULL when not_modified */
 	char *url;             /* after redirects */
 	char *charset;         /* from Content-Type, or NULL */
 	gboolean is_html;
+	gboolean not_modified; /* a 304: the page is the one the validators name */
+	HsmValidators validators;
+	gint64 max_age;        /* seconds, from Cache-Control; -1 when it says none */
 } HsmPage;
 
 void hsm_page_clear(HsmPage *page);
 
-/* GETs url (a listing) into memory, refusing bodies over max_size.
- * Blocks the calling thread (never a sink's). */
-gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size, HsmPage *page,
-			GError **err);
+/* GETs url (a listing) into memory, refusing bodies over max_size; with
+ * if_changed (not NULL, holding a validator), a conditional GET that a
+ * server may answer with 304 Not Modified.  Blocks the calling thread
+ * (never a sink's). */
+gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size,
+			const HsmValidators *if_changed, HsmPage *page, GError **err);
 
 typedef struct {
 	char *url;             /* in */

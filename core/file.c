@@ -191,18 +191,35 @@ void hsm_file_set_hooks(HsmFileShared *shared, const HsmFileHooks *hooks)
 	g_rw_lock_writer_unlock(&shared->hooks_lock);
 }
 
+void hsm_file_shared_changed(HsmFileShared *shared, const char *relpath)
+{
+	g_rw_lock_reader_lock(&shared->hooks_lock);
+	if (shared->hooks.changed)
+		shared->hooks.changed(shared->hooks.user_data, relpath);
+	g_rw_lock_reader_unlock(&shared->hooks_lock);
+}
+
+void hsm_file_shared_flush(HsmFileShared *shared)
+{
+	g_rw_lock_reader_lock(&shared->hooks_lock);
+	if (shared->hooks.flush)
+		shared->hooks.flush(shared->hooks.user_data);
+	g_rw_lock_reader_unlock(&shared->hooks_lock);
+}
+
 /* Runs the front end's hook for a change of the remote file (or, with
  * evicting, for an eviction), if it set one. */
 static void run_hook(HsmFile *file, gboolean evicting)
 {
 	HsmFileShared *shared = file->shared;
-	const HsmFileHooks *hooks = &shared->hooks;
 
+	if (!evicting) {
+		hsm_file_shared_changed(shared, file->relpath);
+		return;
+	}
 	g_rw_lock_reader_lock(&shared->hooks_lock);
-	if (evicting && hooks->evicting)
-		hooks->evicting(hooks->user_data, file->fd);
-	else if (!evicting && hooks->changed)
-		hooks->changed(hooks->user_data, file->relpath);
+	if (shared->hooks.evicting)
+		shared->hooks.evicting(shared->hooks.user_data, file->fd);
 	g_rw_lock_reader_unlock(&shared->hooks_lock);
 }
 

@@ -13,13 +13,17 @@
 typedef struct HsmFile HsmFile;
 
 /* What a front end wants to know about cached files (any thread).
- * changed: the remote content changed and the cached bytes were dropped
- *          (drop kernel caches of relpath);
+ * changed: the remote content changed and the cached bytes were dropped,
+ *          or a revalidated listing shows that relpath (a name, or the
+ *          directory itself) changed: drop kernel caches of relpath;
  * evicting: fd's bytes are about to be dropped on request (make reads of
- *          the file go through the daemon again). */
+ *          the file go through the daemon again);
+ * flush:   return once what changed() reported so far shows (the kernel's
+ *          caches are dropped). */
 typedef struct {
 	void (*changed)(gpointer user_data, const char *relpath);
 	void (*evicting)(gpointer user_data, int fd);
+	void (*flush)(gpointer user_data);
 	gpointer user_data;
 } HsmFileHooks;
 
@@ -85,6 +89,11 @@ void hsm_file_shared_clear(HsmFileShared *shared);
 /* Sets (or with NULL, clears) the hooks; once it returns, no old hook
  * runs any more. */
 void hsm_file_set_hooks(HsmFileShared *shared, const HsmFileHooks *hooks);
+/* Runs the changed hook for relpath (a file or a directory whose remote
+ * listing changed), if one is set. */
+void hsm_file_shared_changed(HsmFileShared *shared, const char *relpath);
+/* Runs the flush hook, if one is set. */
+void hsm_file_shared_flush(HsmFileShared *shared);
 
 /* Opens the cache file at relpath (a regular file) with one reference. */
 HsmFile *hsm_file_open(HsmFileShared *shared, const char *relpath, GError **err);

@@ -56,6 +56,49 @@ gint64 hsm_retry_after_parse(const char *value)
 	return (gint64)MIN(seconds, 86400u);
 }
 
+/* Whether directive (up to its end, exclusive) is name, any case. */
+static gboolean directive_is(const char *directive, const char *end, const char *name)
+{
+	gsize len = strlen(name);
+
+	return (gsize)(end - directive) >= len && !g_ascii_strncasecmp(directive, name, len) &&
+	       (directive + len == end || directive[len] == '=' || directive[len] == ' ');
+}
+
+static gint64 directive_seconds(const char *directive, const char *end)
+{
+	const char *p = memchr(directive, '=', (gsize)(end - directive));
+	guint64 seconds;
+
+	if (!p)
+		return -1;
+	p++;
+	if (*p == '"')
+		p++;
+	if (!parse_number(&p, &seconds) || p > end)
+		return -1;
+	return (gint64)MIN(seconds, (guint64)HSM_MAX_AGE_LIMIT);
+}
+
+gint64 hsm_cache_control_max_age(const char *value)
+{
+	gint64 max_age = -1;
+
+	for (const char *p = value; p && *p;) {
+		const char *end;
+
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		end = p + strcspn(p, ",");
+		if (directive_is(p, end, "no-cache") || directive_is(p, end, "no-store"))
+			return 0;
+		if (directive_is(p, end, "max-age"))
+			max_age = directive_seconds(p, end);
+		p = end;
+	}
+	return max_age;
+}
+
 char *hsm_content_type_charset(const char *value)
 {
 	const char *param = value ? strstr(value, "charset=") : NULL;

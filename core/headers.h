@@ -16,6 +16,12 @@ guint64 hsm_content_range_total(const char *value);
  * worth honouring: a retry waits 30 s at most). */
 gint64 hsm_retry_after_parse(const char *value);
 
+/* How long a response may be used without asking again, from a
+ * Cache-Control value: max-age in seconds (at most a year), 0 for no-cache
+ * or no-store, -1 when it says neither. */
+#define HSM_MAX_AGE_LIMIT (365 * 86400)
+gint64 hsm_cache_control_max_age(const char *value);
+
 /* The charset parameter of a Content-Type, or NULL. */
 char *hsm_content_type_charset(const char *value);
 

@@ -5,6 +5,10 @@
  * made to match: new files are created complete (size, mtime) before they
  * get their name, so no reader ever sees a half-made entry; entries whose
  * size or mtime changed lose their cached data; vanished entries go.
+ *
+ * A listing seen before is asked for again conditionally (its ETag or
+ * Last-Modified); a 304, or the same bytes from a server that sends no
+ * validators, leaves the cache untouched.
  */
 #include "error.h"
 #include "listing.h"
@@ -28,17 +32,55 @@ static gboolean entry_error(GError **err, int code, const char *what, const char
 	return hsm_errno_error(err, code, what, *path ? path : "/");
 }
 
-static HsmListing *fetch_listing(const HsmPopulator *pop, const char *relpath, GError **err)
+/* What the store will say of this listing: when, and how to ask again. */
+static void describe_listing(const HsmPage *page, const char *digest, HsmDirState *listed)
+{
+	listed->listed = g_get_real_time() / G_USEC_PER_SEC;
+	listed->max_age = page->max_age;
+	listed->etag = g_strdup(page->validators.etag);
+	listed->last_modified = g_strdup(page->validators.last_modified);
+	listed->digest = g_strdup(digest);
+}
+
+/* GETs the listing of relpath; *unchanged (and NULL) when known says it is
+ * the listing the cache already shows. */
+static HsmListing *fetch_listing(const HsmPopulator *pop, const char *relpath,
+				 const HsmDirState *known, HsmDirState *listed,
+				 gboolean *unchanged, GError **err)
 {
 	g_autofree char *url = hsm_url_for_path(hsm_store_url(pop->store), relpath, TRUE);
+	HsmValidators if_changed = { known ? known->etag : NULL,
+				     known ? known->last_modified : NULL };
+	g_autofree char *digest = NULL;
 	HsmPage page;
 	HsmListing *listing;
 
-	if (!hsm_fetch_page(pop->fetcher, url, pop->max_listing, &page, err))
+	*unchanged = FALSE;
+	if (!hsm_fetch_page(pop->fetcher, url, pop->max_listing,
+			    if_changed.etag || if_changed.last_modified ? &if_changed : NULL, &page,
+			    err))
 		return NULL;
+	if (page.not_modified) {
+		describe_listing(&page, known->digest, listed);
+		/* A 304 may leave out validators that did not change. */
+		if (!listed->etag)
+			listed->etag = g_strdup(known->etag);
+		if (!listed->last_modified)
+			listed->last_modified = g_strdup(known->last_modified);
+		*unchanged = TRUE;
+		hsm_page_clear(&page);
+		return NULL;
+	}
 	if (!page.is_html) {
 		g_set_error(err, HSM_ERROR, ENOTDIR, "%s is not a directory listing (not HTML)",
 			    page.url);
+		hsm_page_clear(&page);
+		return NULL;
+	}
+	digest = g_compute_checksum_for_data(G_CHECKSUM_SHA256, page.body->data, page.body->len);
+	describe_listing(&page, digest, listed);
+	if (known && known->digest && !strcmp(known->digest, digest)) {
+		*unchanged = TRUE;
 		hsm_page_clear(&page);
 		return NULL;
 	}
@@ -175,7 +217,7 @@ static gboolean remove_entry(const HsmPopulator *pop, int dirfd, const char *par
 	int fd;
 
 	hsm_store_forget(pop->store, relpath);
-	pop->forget(pop->forget_data, relpath);
+	pop->forget(pop->data, relpath);
 	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return TRUE;
 	if (errno != EISDIR && errno != EPERM)
@@ -196,14 +238,15 @@ static gboolean create_entry(int dirfd, const HsmListingEntry *entry)
 	return create_file(dirfd, entry);
 }
 
-/* Makes an entry the cache directory has match the listing.  Returns
- * FALSE with errno set. */
+/* Makes an entry the cache directory has match the listing; *replaced when
+ * it had to be made anew.  Returns FALSE with errno set. */
 static gboolean reconcile_entry(const HsmPopulator *pop, int dirfd, const char *relpath,
-				const HsmListingEntry *entry)
+				const HsmListingEntry *entry, gboolean *replaced)
 {
 	gboolean want_dir = entry->type == HSM_ENTRY_DIR;
 	struct stat st;
 
+	*replaced = FALSE;
 	if (fstatat(dirfd, entry->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (want_dir && S_ISDIR(st.st_mode))
 			return set_dir_mtime(dirfd, entry->name, entry);
@@ -213,6 +256,7 @@ static gboolean reconcile_entry(const HsmPopulator *pop, int dirfd, const char *
 		/* Another version, or another type: drop what we had. */
 		if (!remove_entry(pop, dirfd, relpath, entry->name))
 			return FALSE;
+		*replaced = TRUE;
 	} else if (errno != ENOENT) {
 		return FALSE;
 	}
@@ -230,15 +274,15 @@ static gboolean is_listed(HsmListing *listing, const char *name)
 		       compare_name_to_entry) != NULL;
 }
 
-/* Removes the cached entries that the server no longer lists; returns the
- * names of those it still lists (none, for a directory listed the first
- * time: its entries are then created without looking for old ones). */
+/* Removes the cached entries that the server no longer lists, adding their
+ * names to gone; returns the names of those it still lists (none, for a
+ * directory listed the first time: its entries are then created without
+ * looking for old ones). */
 static GHashTable *remove_vanished(const HsmPopulator *pop, int dirfd, const char *relpath,
-				   HsmListing *listing)
+				   HsmListing *listing, GPtrArray *gone)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(g_free);
 	GHashTable *kept = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	struct dirent *d;
 
@@ -333,50 +377,97 @@ static gboolean create_new_entries(int dirfd, const char *relpath, GPtrArray *en
 	return TRUE;
 }
 
-gboolean hsm_populate_dir(const HsmPopulator *pop, const char *relpath, GError **err)
+/* Tells the owner which names of relpath changed, then relpath itself. */
+static void report_changes(const HsmPopulator *pop, const char *relpath, GPtrArray *names)
 {
-	HsmListing *listing = fetch_listing(pop, relpath, err);
+	if (!pop->changed || !names->len)
+		return;
+	for (guint i = 0; i < names->len; i++) {
+		g_autofree char *path = hsm_path_join(relpath, names->pdata[i]);
+
+		pop->changed(pop->data, path);
+	}
+	pop->changed(pop->data, relpath);
+}
+
+/* Makes the cache directory match listing; the names that changed go to
+ * changed (when revalidating: the first time, every name is new). */
+static gboolean apply_listing(const HsmPopulator *pop, const char *relpath, HsmListing *listing,
+			      GPtrArray *changed, GError **err)
+{
 	g_autoptr(GHashTable) kept = NULL;
-	g_autoptr(GPtrArray) fresh = NULL;
-	int dirfd = -1;
+	g_autoptr(GPtrArray) fresh = g_ptr_array_new();
+	int dirfd = openat(hsm_store_tree_fd(pop->store), *relpath ? relpath : ".",
+			   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	gboolean ok = FALSE;
 
-	if (!listing)
-		goto out;
-	g_debug("listed %s/: %u entries; completing sizes", relpath, listing->entries->len);
-	if (!complete_with_heads(pop, relpath, listing, err))
-		goto out;
-	g_debug("%s/: sizes complete; creating entries", relpath);
-	dirfd = openat(hsm_store_tree_fd(pop->store), *relpath ? relpath : ".",
-		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dirfd < 0) {
-		entry_error(err, errno, "cannot open cache directory", relpath, NULL);
-		goto out;
-	}
-	kept = remove_vanished(pop, dirfd, relpath, listing);
-	fresh = g_ptr_array_new();
+	if (dirfd < 0)
+		return entry_error(err, errno, "cannot open cache directory", relpath, NULL);
+	kept = remove_vanished(pop, dirfd, relpath, listing, changed);
 	for (guint i = 0; i < listing->entries->len; i++) {
 		const HsmListingEntry *entry = listing->entries->pdata[i];
+		gboolean replaced;
 
 		if (!g_hash_table_contains(kept, entry->name)) {
 			g_ptr_array_add(fresh, (gpointer)entry);
-		} else if (!reconcile_entry(pop, dirfd, relpath, entry)) {
-			if (errno != EFBIG) {
-				entry_error(err, errno, "cannot update cache entry", relpath,
-					    entry->name);
-				goto out;
-			}
+			g_ptr_array_add(changed, g_strdup(entry->name));
+		} else if (reconcile_entry(pop, dirfd, relpath, entry, &replaced)) {
+			if (replaced)
+				g_ptr_array_add(changed, g_strdup(entry->name));
+		} else if (errno == EFBIG) {
 			warn_too_big(relpath, entry);
+		} else {
+			entry_error(err, errno, "cannot update cache entry", relpath, entry->name);
+			goto out;
 		}
 	}
 	if (!create_new_entries(dirfd, relpath, fresh, err))
 		goto out;
 	hsm_store_restore_mtime(dirfd); /* creating entries bumped it */
-	ok = hsm_store_mark_populated(pop->store, relpath, listing->entries->len, err);
-	g_debug("listed %s/: %u entries", relpath, listing->entries->len);
+	ok = TRUE;
 out:
-	if (dirfd >= 0)
-		close(dirfd);
+	close(dirfd);
+	return ok;
+}
+
+gboolean hsm_populate_dir(const HsmPopulator *pop, const char *relpath, const HsmDirState *known,
+			  HsmDirState *listed, GError **err)
+{
+	g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func(g_free);
+	gboolean unchanged;
+	HsmListing *listing;
+	gboolean ok = FALSE;
+
+	memset(listed, 0, sizeof(*listed));
+	listed->max_age = -1;
+	listing = fetch_listing(pop, relpath, known, listed, &unchanged, err);
+	if (unchanged) {
+		g_debug("%s/: listing unchanged", relpath);
+		listed->entries = known->entries;
+		return hsm_store_save_dir(pop->store, relpath, listed, err);
+	}
+	if (!listing)
+		goto out;
+	/* An error page served with 200 parses as an empty listing. */
+	if (known && known->entries && !listing->entries->len) {
+		g_set_error(err, HSM_ERROR, EPROTO,
+			    "%s/: the server's page lists no entries where it listed %u",
+			    relpath, known->entries);
+		goto out;
+	}
+	g_debug("listed %s/: %u entries; completing sizes", relpath, listing->entries->len);
+	if (!complete_with_heads(pop, relpath, listing, err))
+		goto out;
+	g_debug("%s/: sizes complete; creating entries", relpath);
+	if (!apply_listing(pop, relpath, listing, changed, err))
+		goto out;
+	listed->entries = listing->entries->len;
+	ok = hsm_store_save_dir(pop->store, relpath, listed, err);
+	g_debug("listed %s/: %u entries, %u changed", relpath, listing->entries->len,
+		known ? changed->len : 0);
+	if (known)
+		report_changes(pop, relpath, changed);
+out:
 	hsm_listing_free(listing);
 	return ok;
 }

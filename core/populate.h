@@ -15,12 +15,20 @@ typedef struct {
 	 * replaced remote entry), so that its owner forgets what it holds in
 	 * memory about relpath and what is below it. */
 	void (*forget)(gpointer data, const char *relpath);
-	gpointer forget_data;
+	/* Called, when a listing was revalidated, for each name that now
+	 * stands for something else (added, removed or replaced) once the
+	 * cache shows it, and then for the directory itself. */
+	void (*changed)(gpointer data, const char *relpath);
+	gpointer data;          /* of both */
 } HsmPopulator;
 
 /* Lists relpath (one GET, HEADs only where sizes or mtimes are inexact) and
- * makes the cache directory match; then marks it populated in the store.
- * No locking: the caller runs one populate per directory at a time. */
-gboolean hsm_populate_dir(const HsmPopulator *pop, const char *relpath, GError **err);
+ * makes the cache directory match; then records the listing in the store,
+ * and in *listed.  With known (what the store recorded of an earlier
+ * listing), revalidates: a conditional GET, and the cache stays as it is
+ * when the server answers 304 or sends the same bytes again.  No locking:
+ * the caller runs one populate per directory at a time. */
+gboolean hsm_populate_dir(const HsmPopulator *pop, const char *relpath, const HsmDirState *known,
+			  HsmDirState *listed, GError **err);
 
 #endif

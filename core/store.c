@@ -359,22 +359,72 @@ gint64 hsm_store_restore_mtime(int fd)
 	return mtime;
 }
 
-gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath)
+void hsm_dir_state_clear(HsmDirState *state)
 {
-	g_autoptr(GKeyFile) dir = load_state(store, relpath, DIR_SECTION);
-
-	return dir && g_key_file_get_boolean(dir, DIR_SECTION, "populated", NULL);
+	g_free(state->etag);
+	g_free(state->last_modified);
+	g_free(state->digest);
+	memset(state, 0, sizeof(*state));
+	state->max_age = -1;
 }
 
-gboolean hsm_store_mark_populated(HsmStore *store, const char *relpath, guint entries,
-				  GError **err)
+/* An optional string of a state file, NULL when absent or empty. */
+static char *optional_string(GKeyFile *file, const char *group, const char *key)
+{
+	char *value = g_key_file_get_string(file, group, key, NULL);
+
+	if (value && !*value)
+		g_clear_pointer(&value, g_free);
+	return value;
+}
+
+gboolean hsm_store_load_dir(HsmStore *store, const char *relpath, HsmDirState *state)
+{
+	g_autoptr(GKeyFile) dir = load_state(store, relpath, DIR_SECTION);
+	GError *err = NULL;
+	gint64 max_age;
+
+	memset(state, 0, sizeof(*state));
+	state->max_age = -1;
+	if (!dir || !g_key_file_get_boolean(dir, DIR_SECTION, "populated", NULL))
+		return FALSE;
+	state->entries = (guint)MIN(g_key_file_get_uint64(dir, DIR_SECTION, "entries", NULL),
+				    G_MAXUINT);
+	state->listed = g_key_file_get_int64(dir, DIR_SECTION, "listed", NULL);
+	max_age = g_key_file_get_int64(dir, DIR_SECTION, "max-age", &err);
+	state->max_age = err ? -1 : CLAMP(max_age, -1, G_MAXINT32);
+	g_clear_error(&err);
+	state->etag = optional_string(dir, DIR_SECTION, "etag");
+	state->last_modified = optional_string(dir, DIR_SECTION, "last-modified");
+	state->digest = optional_string(dir, DIR_SECTION, "digest");
+	return TRUE;
+}
+
+gboolean hsm_store_save_dir(HsmStore *store, const char *relpath, const HsmDirState *state,
+			    GError **err)
 {
 	g_autoptr(GKeyFile) dir = g_key_file_new();
 	g_autofree char *path = escaped_path(relpath);
 
 	g_key_file_set_string(dir, DIR_SECTION, "path", path);
 	g_key_file_set_boolean(dir, DIR_SECTION, "populated", TRUE);
-	g_key_file_set_uint64(dir, DIR_SECTION, "entries", entries);
-	g_key_file_set_int64(dir, DIR_SECTION, "listed", g_get_real_time() / G_USEC_PER_SEC);
+	g_key_file_set_uint64(dir, DIR_SECTION, "entries", state->entries);
+	g_key_file_set_int64(dir, DIR_SECTION, "listed", state->listed);
+	if (state->max_age >= 0)
+		g_key_file_set_int64(dir, DIR_SECTION, "max-age", state->max_age);
+	/* Validators are the server's text: escaped, they stay one line. */
+	if (state->etag)
+		g_key_file_set_string(dir, DIR_SECTION, "etag", state->etag);
+	if (state->last_modified)
+		g_key_file_set_string(dir, DIR_SECTION, "last-modified", state->last_modified);
+	if (state->digest)
+		g_key_file_set_string(dir, DIR_SECTION, "digest", state->digest);
 	return save_state(store, relpath, dir, err);
+}
+
+gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath)
+{
+	g_autoptr(GKeyFile) dir = load_state(store, relpath, DIR_SECTION);
+
+	return dir && g_key_file_get_boolean(dir, DIR_SECTION, "populated", NULL);
 }

@@ -80,9 +80,22 @@ gint64 hsm_store_get_mtime(int fd);
  * -1 if none is recorded. */
 gint64 hsm_store_restore_mtime(int fd);
 
-/* Directories: populated once their listing was turned into tree entries. */
+/* A directory's listing, once it was turned into tree entries. */
+typedef struct {
+	guint entries;
+	gint64 listed;          /* Unix time it was last fetched or found unchanged */
+	gint64 max_age;         /* the server's Cache-Control max-age (s), or -1 */
+	char *etag;             /* the listing page's validators, or NULL */
+	char *last_modified;
+	char *digest;           /* of the page's bytes, for servers without validators */
+} HsmDirState;
+
+void hsm_dir_state_clear(HsmDirState *state);
+/* FALSE (state left empty) unless relpath was populated. */
+gboolean hsm_store_load_dir(HsmStore *store, const char *relpath, HsmDirState *state);
+/* Records that relpath's entries are those of the listing state describes. */
+gboolean hsm_store_save_dir(HsmStore *store, const char *relpath, const HsmDirState *state,
+			    GError **err);
 gboolean hsm_store_dir_is_populated(HsmStore *store, const char *relpath);
-gboolean hsm_store_mark_populated(HsmStore *store, const char *relpath, guint entries,
-				  GError **err);
 
 #endif

@@ -15,6 +15,17 @@
 
 #define FLUSH_INTERVAL_USEC G_USEC_PER_SEC
 #define IDLE_USEC (30 * G_USEC_PER_SEC)
+/* A listing checked this recently counts as fresh whatever the TTL: with
+ * a TTL of 0, `ls -l` of a big directory (one lookup per entry) must not
+ * cost one request per entry. */
+#define MIN_REVALIDATE_USEC G_USEC_PER_SEC
+
+/* What the tree remembers of a populated directory. */
+typedef struct {
+	gint64 checked;          /* monotonic usec of its last fetch or revalidation */
+	gint64 max_age;          /* the server's Cache-Control max-age (s), or -1 */
+	gboolean refresh;        /* revalidate at the next populate, whatever the TTL */
+} DirRecord;
 
 /* Locks: tree->lock is never held while a file's lock is taken, nor while
  * a fetch or a populate runs. */
@@ -26,7 +37,7 @@ struct HsmTree {
 
 	GMutex lock;
 	GHashTable *files;       /* relpath -> HsmFile *; protected by lock */
-	GHashTable *populated;   /* set of relpaths; protected by lock */
+	GHashTable *populated;   /* relpath -> DirRecord *; protected by lock */
 	GHashTable *populating;  /* relpath -> NULL while listed; protected by lock */
 	GPtrArray *detached;     /* files whose path went away; protected by lock */
 	GCond populate_done;     /* a populate finished */
@@ -42,6 +53,7 @@ void hsm_tree_options_init(HsmTreeOptions *options)
 	options->min_window = 256 * 1024;
 	options->max_window = 8 * 1024 * 1024;
 	options->max_listing = 64 * 1024 * 1024;
+	options->dir_cache_time = 5 * 60 * G_USEC_PER_SEC;
 }
 
 void hsm_tree_options_clear(HsmTreeOptions *options)
@@ -59,6 +71,11 @@ char *hsm_tree_default_cache_dir(const char *url)
 const char *hsm_tree_url(HsmTree *tree)
 {
 	return hsm_store_url(tree->store);
+}
+
+gint64 hsm_tree_dir_cache_time(HsmTree *tree)
+{
+	return tree->options.dir_cache_time;
 }
 
 const char *hsm_tree_cache_dir(HsmTree *tree)
@@ -115,20 +132,68 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
 
 /* ---- Directories ---- */
 
+/* Remembers relpath as listed (or found unchanged) `age` usec ago; under
+ * tree->lock. */
+static void record_listing(HsmTree *tree, const char *relpath, gint64 age, gint64 max_age)
+{
+	DirRecord *dir = g_new0(DirRecord, 1);
+
+	dir->checked = g_get_monotonic_time() - MAX(age, 0);
+	dir->max_age = max_age;
+	g_hash_table_replace(tree->populated, g_strdup(relpath), dir);
+}
+
+/* The record of a populated directory, from the store if the tree has none
+ * yet (a listing made before this daemon started), or NULL; under
+ * tree->lock. */
+static DirRecord *dir_record(HsmTree *tree, const char *relpath)
+{
+	DirRecord *dir = g_hash_table_lookup(tree->populated, relpath);
+	HsmDirState state;
+
+	if (dir || !hsm_store_load_dir(tree->store, relpath, &state))
+		return dir;
+	/* Wall-clock age: the only clock that survives a restart. */
+	record_listing(tree, relpath,
+		       (g_get_real_time() / G_USEC_PER_SEC - state.listed) * G_USEC_PER_SEC,
+		       state.max_age);
+	hsm_dir_state_clear(&state);
+	return g_hash_table_lookup(tree->populated, relpath);
+}
+
+static gboolean is_fresh(HsmTree *tree, const DirRecord *dir)
+{
+	gint64 lifetime = tree->options.dir_cache_time;
+
+	if (!dir || dir->refresh)
+		return FALSE;
+	if (lifetime < 0)
+		return TRUE;
+	if (dir->max_age >= 0)
+		lifetime = MIN(lifetime, dir->max_age * G_USEC_PER_SEC);
+	return g_get_monotonic_time() - dir->checked < MAX(lifetime, MIN_REVALIDATE_USEC);
+}
+
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath)
 {
 	gboolean populated;
 
 	g_mutex_lock(&tree->lock);
-	populated = g_hash_table_contains(tree->populated, relpath);
+	populated = dir_record(tree, relpath) != NULL;
 	g_mutex_unlock(&tree->lock);
-	if (!populated && hsm_store_dir_is_populated(tree->store, relpath)) {
-		g_mutex_lock(&tree->lock);
-		g_hash_table_add(tree->populated, g_strdup(relpath));
-		g_mutex_unlock(&tree->lock);
-		populated = TRUE;
-	}
 	return populated;
+}
+
+gint64 hsm_tree_listing_age(HsmTree *tree, const char *relpath)
+{
+	DirRecord *dir;
+	gint64 age;
+
+	g_mutex_lock(&tree->lock);
+	dir = dir_record(tree, relpath);
+	age = dir ? (g_get_monotonic_time() - dir->checked) / G_USEC_PER_SEC : -1;
+	g_mutex_unlock(&tree->lock);
+	return age;
 }
 
 /* Forgets everything in memory about relpath and what is below it: the
@@ -157,36 +222,81 @@ static void forget(gpointer data, const char *relpath)
 	g_mutex_unlock(&tree->lock);
 }
 
+static void report_change(gpointer data, const char *relpath)
+{
+	HsmTree *tree = data;
+
+	hsm_file_shared_changed(&tree->shared, relpath);
+}
+
+/* Lists relpath, or revalidates the listing the store has of it; a failed
+ * revalidation keeps the old listing (an outage or an error page must not
+ * empty a directory).  Runs once per directory at a time. */
+static gboolean list_dir(HsmTree *tree, const char *relpath, GError **err)
+{
+	HsmPopulator pop = { .store = tree->store,
+			     .fetcher = tree->fetcher,
+			     .max_listing = tree->options.max_listing,
+			     .forget = forget,
+			     .changed = report_change,
+			     .data = tree };
+	HsmDirState known, listed;
+	gboolean populated = hsm_store_load_dir(tree->store, relpath, &known);
+	gboolean ok = hsm_populate_dir(&pop, relpath, populated ? &known : NULL, &listed, err);
+
+	if (!ok && populated) {
+		g_warning("cannot revalidate the listing of %s/ (keeping the one of %" G_GINT64_FORMAT
+			  " s ago): %s", relpath, g_get_real_time() / G_USEC_PER_SEC - known.listed,
+			  (*err)->message);
+		g_clear_error(err);
+		listed.max_age = known.max_age;
+		ok = TRUE;
+	}
+	g_mutex_lock(&tree->lock);
+	if (ok)
+		record_listing(tree, relpath, 0, listed.max_age);
+	g_mutex_unlock(&tree->lock);
+	hsm_dir_state_clear(&known);
+	hsm_dir_state_clear(&listed);
+	return ok;
+}
+
 gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err)
 {
 	gboolean ok;
 
-	if (hsm_tree_is_populated(tree, relpath))
-		return TRUE;
 	g_mutex_lock(&tree->lock);
 	while (g_hash_table_contains(tree->populating, relpath))
 		g_cond_wait(&tree->populate_done, &tree->lock);
-	if (g_hash_table_contains(tree->populated, relpath)) {
+	if (is_fresh(tree, dir_record(tree, relpath))) {
 		g_mutex_unlock(&tree->lock);
 		return TRUE;
 	}
 	g_hash_table_add(tree->populating, g_strdup(relpath));
 	g_mutex_unlock(&tree->lock);
 
-	ok = hsm_populate_dir(&(HsmPopulator){ .store = tree->store,
-						.fetcher = tree->fetcher,
-						.max_listing = tree->options.max_listing,
-						.forget = forget,
-						.forget_data = tree },
-			      relpath, err);
+	ok = list_dir(tree, relpath, err);
 
 	g_mutex_lock(&tree->lock);
-	if (ok)
-		g_hash_table_add(tree->populated, g_strdup(relpath));
 	g_hash_table_remove(tree->populating, relpath);
 	g_cond_broadcast(&tree->populate_done);
 	g_mutex_unlock(&tree->lock);
 	return ok;
+}
+
+gboolean hsm_tree_refresh(HsmTree *tree, const char *relpath, GError **err)
+{
+	DirRecord *dir;
+
+	g_mutex_lock(&tree->lock);
+	dir = dir_record(tree, relpath);
+	if (dir)
+		dir->refresh = TRUE;
+	g_mutex_unlock(&tree->lock);
+	if (!hsm_tree_populate(tree, relpath, err))
+		return FALSE;
+	hsm_file_shared_flush(&tree->shared);
+	return TRUE;
 }
 
 /* ---- Flushing ---- */
@@ -280,7 +390,7 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 	g_cond_init(&tree->populate_done);
 	g_cond_init(&tree->flusher_wake);
 	tree->files = g_hash_table_new(g_str_hash, g_str_equal);
-	tree->populated = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	tree->populated = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	tree->populating = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	tree->detached = g_ptr_array_new();
 	tree->flusher = g_thread_new("hsm-flusher", flusher_main, tree);

@@ -26,6 +26,9 @@ typedef struct {
 	guint64 min_window;     /* bytes fetched for a non-sequential miss */
 	guint64 max_window;     /* largest fetch of a sequential reader */
 	gsize max_listing;      /* largest listing page accepted */
+	gint64 dir_cache_time;  /* usec a listing is used before it is revalidated
+				 * (or less, if the server's max-age says so);
+				 * -1: forever */
 } HsmTreeOptions;
 
 void hsm_tree_options_init(HsmTreeOptions *options);
@@ -47,17 +50,30 @@ void hsm_tree_set_hooks(HsmTree *tree, const HsmFileHooks *hooks);
 /* Where the cache of url goes when no cache directory is given. */
 char *hsm_tree_default_cache_dir(const char *url);
 const char *hsm_tree_url(HsmTree *tree);        /* normalised, ends with '/' */
+/* The options' dir_cache_time: usec a listing is used, or -1 (forever). */
+gint64 hsm_tree_dir_cache_time(HsmTree *tree);
 const char *hsm_tree_cache_dir(HsmTree *tree);
 /* The cache tree, the directory the front ends serve: its path, and a
  * directory fd on it that lives as long as the tree. */
 const char *hsm_tree_root_path(HsmTree *tree);
 int hsm_tree_root_fd(HsmTree *tree);
 
-/* Makes the entries of directory relpath exist in the cache tree.  The
- * listing is fetched once per cache; concurrent callers share one fetch. */
+/* Makes the entries of directory relpath exist in the cache tree, as the
+ * server lists them now: a listing older than dir_cache_time (or the
+ * server's max-age) is revalidated with a conditional GET, and names that
+ * changed reach the changed hook (file.h).  Concurrent callers share one
+ * request. */
 gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err);
+/* Revalidates the listing of relpath now, whatever its age (lists it, if
+ * it never was; a revalidation running already counts), and returns once
+ * the front end shows what changed (the flush hook). */
+gboolean hsm_tree_refresh(HsmTree *tree, const char *relpath, GError **err);
+
 /* Without a request: TRUE once relpath was populated (by any daemon). */
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
+/* Seconds since relpath's listing was fetched or found unchanged; -1 when
+ * it never was. */
+gint64 hsm_tree_listing_age(HsmTree *tree, const char *relpath);
 
 /* A reference to the file at relpath (which must exist in the cache tree). */
 HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);

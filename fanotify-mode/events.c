@@ -101,8 +101,11 @@ static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GErro
 {
 	if (!hsm_tree_populate(fan->tree, relpath, err))
 		return FALSE;
-	/* Silence the directory for the group that asked, for all it reports. */
-	ignore_from_now_on(fan, ev->group, ev->fd, fan->marks[ev->group]);
+	/* Silence the directory for the group that asked, for all it reports,
+	 * unless its listing must be revalidated later: its next event does
+	 * that (an event on a fresh listing is answered at once). */
+	if (hsm_tree_dir_cache_time(fan->tree) < 0)
+		ignore_from_now_on(fan, ev->group, ev->fd, fan->marks[ev->group]);
 	return TRUE;
 }
 

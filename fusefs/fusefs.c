@@ -8,8 +8,9 @@
  *
  * Limits: read-only (the mount is "ro", setattr says EROFS); no xattrs, no
  * symlinks (HTTP listings have none).  Attributes and entries are cached by
- * the kernel for an hour: the remote tree is treated as stable, and a file
- * found changed on the server is invalidated explicitly.
+ * the kernel as long as listings are (--dir-cache-time; an hour when that
+ * is forever), so that a lookup after that revalidates its directory; names
+ * and files found changed are invalidated explicitly.
  */
 #include "fusefs.h"
 #include "error.h"
@@ -25,7 +26,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define CACHE_TIMEOUT 3600.0
+#define FOREVER_TIMEOUT 3600.0
 #define MAX_THREADS 64
 
 /* What a FUSE inode number stands for: a path in the cache tree (the
@@ -33,16 +34,20 @@
 typedef struct {
 	char *relpath;
 	guint64 nlookup;            /* protected by HsmFuse.lock */
+	gboolean listing_changed;   /* since the last opendir; protected by HsmFuse.lock */
 } PathNode;
 
 struct HsmFuse {
 	HsmTree *tree;
 	int tree_fd;
+	double timeout;             /* of entries and attributes, seconds */
 	struct fuse_session *session;
 	PathNode root;
 	GMutex lock;
 	GHashTable *inodes;         /* relpath -> PathNode *; protected by lock */
 	GThreadPool *invalidator;   /* kernel cache invalidations, off request threads */
+	guint invalidations;        /* queued or running; protected by lock */
+	GCond invalidated;          /* invalidations dropped to 0 */
 };
 
 typedef struct {
@@ -80,13 +85,18 @@ static void reply_gerror(fuse_req_t req, GError *err)
 	fuse_reply_err(req, code);
 }
 
+static void show_read_only(struct stat *st)
+{
+	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
+}
+
 /* stat of the cache entry, shown read-only. */
 static int stat_entry(HsmFuse *fs, const char *relpath, struct stat *st)
 {
 	/* AT_EMPTY_PATH: "" is the root itself. */
 	if (fstatat(fs->tree_fd, relpath, st, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0)
 		return errno;
-	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
+	show_read_only(st);
 	return 0;
 }
 
@@ -136,7 +146,7 @@ static int make_entry(HsmFuse *fs, const char *parent, const char *name,
 	int code;
 
 	memset(e, 0, sizeof(*e));
-	e->attr_timeout = e->entry_timeout = CACHE_TIMEOUT;
+	e->attr_timeout = e->entry_timeout = fs->timeout;
 	code = stat_entry(fs, relpath, &e->attr);
 	if (code)
 		return code;
@@ -187,16 +197,27 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
+/* fstat of an open file, shown read-only. */
+static int stat_open_file(const OpenFile *open_file, struct stat *st)
+{
+	if (fstat(open_file->fd, st) < 0)
+		return errno;
+	show_read_only(st);
+	return 0;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int code = stat_entry(fs_of(req), node_of(req, ino)->relpath, &st);
+	/* The kernel passes the open file of a read (regular files only):
+	 * its holder keeps it after its path went away or was replaced. */
+	int code = fi ? stat_open_file((OpenFile *)(uintptr_t)fi->fh, &st)
+		      : stat_entry(fs_of(req), node_of(req, ino)->relpath, &st);
 
-	(void)fi;
 	if (code)
 		fuse_reply_err(req, code);
 	else
-		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+		fuse_reply_attr(req, &st, fs_of(req)->timeout);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -236,7 +257,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	/* The kernel's cached entries go if the listing changed since. */
+	g_mutex_lock(&fs->lock);
+	fi->keep_cache = !inode->listing_changed;
+	inode->listing_changed = FALSE;
+	g_mutex_unlock(&fs->lock);
 	fuse_reply_open(req, fi);
 }
 
@@ -439,31 +464,66 @@ static const struct fuse_lowlevel_ops operations = {
 	.statfs = op_statfs,
 };
 
-/* The kernel's cached pages of a changed file go, from a thread of our own:
- * the reader that found the change may still hold those pages locked. */
+/* The inode number of relpath if the kernel knows it, else 0; under
+ * fs->lock. */
+static fuse_ino_t known_ino(HsmFuse *fs, const char *relpath)
+{
+	PathNode *inode = *relpath ? g_hash_table_lookup(fs->inodes, relpath) : &fs->root;
+
+	return inode ? ino_of(fs, inode) : 0;
+}
+
+/* The kernel's cached pages, attributes and dentry of a changed path go,
+ * from a thread of our own: the reader that found the change may still
+ * hold those pages locked, and a lookup that revalidated the listing holds
+ * the directory's lock. */
 static void invalidate(gpointer data, gpointer user_data)
 {
 	HsmFuse *fs = user_data;
 	char *relpath = data;
-	PathNode *inode;
-	fuse_ino_t ino = 0;
+	g_autofree char *parent = g_path_get_dirname(relpath);
+	const char *name = strrchr(relpath, '/') ? strrchr(relpath, '/') + 1 : relpath;
+	fuse_ino_t ino, parent_ino;
 
 	g_mutex_lock(&fs->lock);
-	inode = g_hash_table_lookup(fs->inodes, relpath);
-	if (inode)
-		ino = ino_of(fs, inode);
+	ino = known_ino(fs, relpath);
+	parent_ino = *relpath ? known_ino(fs, strcmp(parent, ".") ? parent : "") : 0;
 	g_mutex_unlock(&fs->lock);
-	/* The inode may be forgotten meanwhile: the kernel then answers ENOENT. */
+	/* Either may be forgotten meanwhile: the kernel then answers ENOENT. */
 	if (ino)
 		fuse_lowlevel_notify_inval_inode(fs->session, ino, 0, 0);
+	if (parent_ino)
+		fuse_lowlevel_notify_inval_entry(fs->session, parent_ino, name, strlen(name));
 	g_free(relpath);
+	g_mutex_lock(&fs->lock);
+	if (--fs->invalidations == 0)
+		g_cond_broadcast(&fs->invalidated);
+	g_mutex_unlock(&fs->lock);
 }
 
-static void on_file_changed(gpointer user_data, const char *relpath)
+static void on_changed(gpointer user_data, const char *relpath)
+{
+	HsmFuse *fs = user_data;
+	PathNode *inode;
+
+	g_mutex_lock(&fs->lock);
+	inode = *relpath ? g_hash_table_lookup(fs->inodes, relpath) : &fs->root;
+	if (inode)
+		inode->listing_changed = TRUE;
+	fs->invalidations++;
+	g_mutex_unlock(&fs->lock);
+	g_thread_pool_push(fs->invalidator, g_strdup(relpath), NULL);
+}
+
+/* Never called from a request thread (it could wait for itself). */
+static void on_flush(gpointer user_data)
 {
 	HsmFuse *fs = user_data;
 
-	g_thread_pool_push(fs->invalidator, g_strdup(relpath), NULL);
+	g_mutex_lock(&fs->lock);
+	while (fs->invalidations)
+		g_cond_wait(&fs->invalidated, &fs->lock);
+	g_mutex_unlock(&fs->lock);
 }
 
 static struct fuse_args mount_args(const char *url, const char *fuse_options, gboolean debug)
@@ -490,8 +550,12 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 
 	fs->tree = tree;
 	fs->tree_fd = hsm_tree_root_fd(tree);
+	fs->timeout = hsm_tree_dir_cache_time(tree) < 0
+			      ? FOREVER_TIMEOUT
+			      : (double)hsm_tree_dir_cache_time(tree) / G_USEC_PER_SEC;
 	fs->root.relpath = g_strdup("");
 	g_mutex_init(&fs->lock);
+	g_cond_init(&fs->invalidated);
 	fs->inodes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, free_inode);
 	fs->invalidator = g_thread_pool_new(invalidate, fs, 1, FALSE, NULL);
 	fs->session = fuse_session_new(&args, &operations, sizeof(operations), fs);
@@ -509,7 +573,9 @@ HsmFuse *hsm_fuse_mount(HsmTree *tree, const char *mountpoint, const char *fuse_
 		hsm_fuse_free(fs);
 		return NULL;
 	}
-	hsm_tree_set_hooks(tree, &(HsmFileHooks){ .changed = on_file_changed, .user_data = fs });
+	hsm_tree_set_hooks(tree, &(HsmFileHooks){ .changed = on_changed,
+						  .flush = on_flush,
+						  .user_data = fs });
 	return fs;
 }
 
@@ -537,6 +603,7 @@ void hsm_fuse_free(HsmFuse *fs)
 		fuse_session_destroy(fs->session);
 	}
 	g_hash_table_unref(fs->inodes);
+	g_cond_clear(&fs->invalidated);
 	g_mutex_clear(&fs->lock);
 	g_free(fs->root.relpath);
 	g_free(fs);

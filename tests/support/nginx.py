@@ -107,6 +107,19 @@ http {{
     def clear_log(self):
         open(self.log_path, "w").close()
 
+    def settle(self, quiet=0.3, limit=10):
+        """Waits until the log has not grown for quiet seconds: nginx logs a
+        request when it ends, which may be after the client has its bytes."""
+        deadline = time.time() + limit
+        size, since = -1, time.time()
+        while time.time() < deadline:
+            now = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+            if now != size:
+                size, since = now, time.time()
+            elif time.time() - since >= quiet:
+                return
+            time.sleep(0.05)
+
     def bytes_sent(self, uri_suffix=None):
         return sum(r.bytes for r in self.requests()
                    if uri_suffix is None or r.uri.endswith(uri_suffix))

@@ -47,11 +47,28 @@ static void test_charset(void)
 	g_assert_null(hsm_content_type_charset("text/html"));
 }
 
+static void test_cache_control(void)
+{
+	g_assert_cmpint(hsm_cache_control_max_age("max-age=300"), ==, 300);
+	g_assert_cmpint(hsm_cache_control_max_age("public, MAX-AGE=\"60\", must-revalidate"), ==,
+			60);
+	g_assert_cmpint(hsm_cache_control_max_age("max-age=60, no-cache"), ==, 0);
+	g_assert_cmpint(hsm_cache_control_max_age("no-store"), ==, 0);
+	g_assert_cmpint(hsm_cache_control_max_age("no-cachex, max-agex=5"), ==, -1);
+	g_assert_cmpint(hsm_cache_control_max_age("max-age=99999999999999999999999"), ==, -1);
+	g_assert_cmpint(hsm_cache_control_max_age("max-age=999999999"), ==, HSM_MAX_AGE_LIMIT);
+	g_assert_cmpint(hsm_cache_control_max_age("max-age=-1"), ==, -1);
+	g_assert_cmpint(hsm_cache_control_max_age("private"), ==, -1);
+	g_assert_cmpint(hsm_cache_control_max_age(""), ==, -1);
+	g_assert_cmpint(hsm_cache_control_max_age(NULL), ==, -1);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/headers/content-range", test_content_range);
 	g_test_add_func("/headers/retry-after", test_retry_after);
 	g_test_add_func("/headers/charset", test_charset);
+	g_test_add_func("/headers/cache-control", test_cache_control);
 	return g_test_run();
 }

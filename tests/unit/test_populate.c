@@ -17,11 +17,21 @@ typedef struct {
 	HsmStore *store;
 	HsmPopulator pop;
 	GPtrArray *forgotten;    /* relpaths passed to forget() */
+	GPtrArray *changed;      /* relpaths passed to changed() */
 } Fixture;
 
 static void record_forget(gpointer data, const char *relpath)
 {
-	g_ptr_array_add(data, g_strdup(relpath));
+	Fixture *fx = data;
+
+	g_ptr_array_add(fx->forgotten, g_strdup(relpath));
+}
+
+static void record_change(gpointer data, const char *relpath)
+{
+	Fixture *fx = data;
+
+	g_ptr_array_add(fx->changed, g_strdup(relpath));
 }
 
 static void fixture_setup(Fixture *fx, gconstpointer data)
@@ -31,11 +41,13 @@ static void fixture_setup(Fixture *fx, gconstpointer data)
 	test_cache_open(&fx->cache, fx->server);
 	fx->store = fx->cache.store;
 	fx->forgotten = g_ptr_array_new_with_free_func(g_free);
+	fx->changed = g_ptr_array_new_with_free_func(g_free);
 	fx->pop = (HsmPopulator){ .store = fx->store,
 				  .fetcher = fx->cache.fetcher,
 				  .max_listing = 1 << 20,
 				  .forget = record_forget,
-				  .forget_data = fx->forgotten };
+				  .changed = record_change,
+				  .data = fx };
 }
 
 static void fixture_teardown(Fixture *fx, gconstpointer data)
@@ -44,6 +56,7 @@ static void fixture_teardown(Fixture *fx, gconstpointer data)
 	test_cache_close(&fx->cache);
 	test_server_stop(fx->server);
 	g_ptr_array_unref(fx->forgotten);
+	g_ptr_array_unref(fx->changed);
 }
 
 /* An nginx-style index page: rows of "name|size" ("dir/|-" for a dir). */
@@ -61,9 +74,16 @@ static void set_listing(Fixture *fx, const char *path, const char *const *rows)
 	test_server_set_page(fx->server, path, "text/html", page->str);
 }
 
+/* Lists relpath, or revalidates it as the tree does when the store has it. */
 static gboolean populate(Fixture *fx, const char *relpath, GError **err)
 {
-	return hsm_populate_dir(&fx->pop, relpath, err);
+	HsmDirState known, listed;
+	gboolean populated = hsm_store_load_dir(fx->store, relpath, &known);
+	gboolean ok = hsm_populate_dir(&fx->pop, relpath, populated ? &known : NULL, &listed, err);
+
+	hsm_dir_state_clear(&known);
+	hsm_dir_state_clear(&listed);
+	return ok;
 }
 
 /* st of the cache entry relpath; FALSE if there is none. */
@@ -90,13 +110,18 @@ static void assert_absent(Fixture *fx, const char *relpath)
 	g_assert_cmpint(errno, ==, ENOENT);
 }
 
-static void assert_forgotten(Fixture *fx, const char *const *expected)
+static void assert_paths(GPtrArray *paths, const char *const *expected)
 {
 	guint count = g_strv_length((char **)expected);
 
-	g_assert_cmpuint(fx->forgotten->len, ==, count);
+	g_assert_cmpuint(paths->len, ==, count);
 	for (guint i = 0; i < count; i++)
-		g_assert_cmpstr(fx->forgotten->pdata[i], ==, expected[i]);
+		g_assert_cmpstr(paths->pdata[i], ==, expected[i]);
+}
+
+static void assert_forgotten(Fixture *fx, const char *const *expected)
+{
+	assert_paths(fx->forgotten, expected);
 }
 
 static void test_creates_entries_without_heads(Fixture *fx, gconstpointer data)
@@ -315,6 +340,97 @@ static void test_many_entries(Fixture *fx, gconstpointer data)
 	assert_file(fx, "file04321", 4321);
 }
 
+/* A listing seen before is asked for with its ETag: a 304 changes nothing. */
+static void test_unchanged_listing_costs_a_304(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	HsmDirState state;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|10", "b|20", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 2);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_304s), ==, 1);
+	assert_file(fx, "a", 10);
+	assert_file(fx, "b", 20);
+	g_assert_cmpuint(fx->forgotten->len + fx->changed->len, ==, 0);
+	g_assert_true(hsm_store_load_dir(fx->store, "", &state));
+	g_assert_cmpuint(state.entries, ==, 2);
+	g_assert_nonnull(state.etag);
+	hsm_dir_state_clear(&state);
+}
+
+/* Added, removed and resized names reach changed(), then the directory. */
+static void test_revalidation_reports_changes(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "a|10", "b|20", "d|7", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_cmpuint(fx->changed->len, ==, 0); /* a first listing changes nothing */
+	set_listing(fx, "/", (const char *const[]){ "a|10", "c|5", "d|8", NULL });
+	g_test_expect_message("httphsm", G_LOG_LEVEL_MESSAGE, "b: no longer on the server*");
+	g_assert_true(populate(fx, "", &err));
+	g_test_assert_expected_messages();
+	g_assert_no_error(err);
+	assert_file(fx, "a", 10);
+	assert_absent(fx, "b");
+	assert_file(fx, "c", 5);
+	assert_file(fx, "d", 8);
+	assert_paths(fx->changed, (const char *const[]){ "b", "c", "d", "", NULL });
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_304s), ==, 0);
+}
+
+/* Without validators the page is fetched again; the same bytes change
+ * nothing (no spurious invalidation). */
+static void test_same_bytes_without_validators(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+	int fd;
+
+	(void)data;
+	g_atomic_int_set(&fx->server->no_validators, 1);
+	set_listing(fx, "/", (const char *const[]){ "a|8192", NULL });
+	g_assert_true(populate(fx, "", &err));
+	fd = openat(hsm_store_tree_fd(fx->store), "a", O_WRONLY);
+	g_assert_cmpint(pwrite(fd, "kept", 4, 0), ==, 4);
+	close(fd);
+	g_assert_true(populate(fx, "", &err));
+	g_assert_no_error(err);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 2);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_304s), ==, 0);
+	g_assert_true(cache_stat(fx, "a", &st));
+	g_assert_cmpint(st.st_blocks, >, 0);
+	g_assert_cmpuint(fx->forgotten->len + fx->changed->len, ==, 0);
+}
+
+/* An error where a listing was, or an error page served with 200, fails
+ * the revalidation and leaves the cache as it was. */
+static void test_error_pages_never_empty_a_directory(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	set_listing(fx, "/", (const char *const[]){ "d/|-", NULL });
+	set_listing(fx, "/d/", (const char *const[]){ "a|10", NULL });
+	g_assert_true(populate(fx, "", &err));
+	g_assert_true(populate(fx, "d", &err));
+	test_server_set_page(fx->server, "/d/", "text/html", "<html><body>Oops</body></html>");
+	g_assert_false(populate(fx, "d", &err));
+	g_assert_error(err, HSM_ERROR, EPROTO);
+	g_clear_error(&err);
+	test_server_set_page(fx->server, "/d/", NULL, NULL);
+	g_assert_false(populate(fx, "d", &err));
+	g_assert_error(err, HSM_ERROR, ENOENT);
+	assert_file(fx, "d/a", 10);
+	g_assert_cmpuint(fx->forgotten->len + fx->changed->len, ==, 0);
+	g_assert_true(hsm_store_dir_is_populated(fx->store, "d"));
+}
+
 int main(int argc, char **argv)
 {
 	test_init(&argc, &argv);
@@ -331,5 +447,10 @@ int main(int argc, char **argv)
 	ADD("/populate/not-a-listing", test_not_a_listing);
 	ADD("/populate/missing-directory", test_missing_directory);
 	ADD("/populate/many-entries", test_many_entries);
+	ADD("/populate/unchanged-listing-costs-a-304", test_unchanged_listing_costs_a_304);
+	ADD("/populate/revalidation-reports-changes", test_revalidation_reports_changes);
+	ADD("/populate/same-bytes-without-validators", test_same_bytes_without_validators);
+	ADD("/populate/error-pages-never-empty-a-directory",
+	    test_error_pages_never_empty_a_directory);
 	return g_test_run();
 }

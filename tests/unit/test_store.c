@@ -152,10 +152,24 @@ static void test_directories(void)
 	g_autofree char *dir = make_tempdir();
 	HsmStore *store = hsm_store_open(dir, "http://h/", FALSE, NULL);
 
+	HsmDirState state = { .entries = 3, .listed = 1764670833, .max_age = 60,
+			      .etag = (char *)"\"a\nb\"", .digest = (char *)"d1" };
+	HsmDirState loaded;
+
 	g_assert_false(hsm_store_dir_is_populated(store, "x/y"));
-	g_assert_true(hsm_store_mark_populated(store, "x/y", 3, NULL));
+	g_assert_false(hsm_store_load_dir(store, "x/y", &loaded));
+	g_assert_cmpint(loaded.max_age, ==, -1);
+	g_assert_true(hsm_store_save_dir(store, "x/y", &state, NULL));
 	g_assert_true(hsm_store_dir_is_populated(store, "x/y"));
 	g_assert_false(hsm_store_dir_is_populated(store, "x"));
+	g_assert_true(hsm_store_load_dir(store, "x/y", &loaded));
+	g_assert_cmpuint(loaded.entries, ==, 3);
+	g_assert_cmpint(loaded.listed, ==, 1764670833);
+	g_assert_cmpint(loaded.max_age, ==, 60);
+	g_assert_cmpstr(loaded.etag, ==, "\"a\nb\"");
+	g_assert_null(loaded.last_modified);
+	g_assert_cmpstr(loaded.digest, ==, "d1");
+	hsm_dir_state_clear(&loaded);
 	hsm_store_forget(store, "x/y");
 	g_assert_false(hsm_store_dir_is_populated(store, "x/y"));
 	hsm_store_close(store);

@@ -13,6 +13,7 @@ typedef struct {
 	TestServer *server;
 	char *cache;
 	HsmTree *tree;
+	gint64 dir_cache_time;   /* usec; 0: the default */
 } Fixture;
 
 static HsmTree *open_tree(Fixture *fx)
@@ -26,6 +27,8 @@ static HsmTree *open_tree(Fixture *fx)
 	options.cache_dir = g_strdup(fx->cache);
 	options.fetch.retry_delay_ms = 10;
 	options.min_window = 4096;
+	if (fx->dir_cache_time)
+		options.dir_cache_time = fx->dir_cache_time;
 	tree = hsm_tree_open(&options, &err);
 	g_assert_no_error(err);
 	hsm_tree_options_clear(&options);
@@ -200,6 +203,81 @@ static void test_hooks(Fixture *fx, gconstpointer data)
 	hsm_file_unref(file);
 }
 
+static void record_change(gpointer data, const char *relpath)
+{
+	g_ptr_array_add(data, g_strdup(relpath));
+}
+
+static void set_root_listing(Fixture *fx, const char *rows)
+{
+	g_autofree char *page = g_strdup_printf("<html><body><pre>%s</pre></body></html>", rows);
+
+	test_server_set_page(fx->server, "/", "text/html", page);
+}
+
+#define ROW(name, size) "<a href=\"" name "\">" name "</a>  02-Dec-2026 10:20  " size "\n"
+
+/* With a TTL of 0 a listing is revalidated once it is a second old (not at
+ * every lookup): a 304, then a changed page whose new name appears and
+ * reaches the changed hook; an error page keeps the listing. */
+static void test_listing_revalidated_after_ttl(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func(g_free);
+	g_autofree char *b = g_build_filename(fx->cache, "tree", "b", NULL);
+	g_autoptr(GError) err = NULL;
+	struct stat st;
+
+	(void)data;
+	hsm_tree_close(fx->tree);
+	fx->dir_cache_time = 1; /* nearly 0: the floor of a second rules */
+	fx->tree = open_tree(fx);
+	hsm_tree_set_hooks(fx->tree, &(HsmFileHooks){ .changed = record_change,
+						      .user_data = changed });
+	set_root_listing(fx, ROW("a", "10"));
+	g_assert_true(hsm_tree_populate(fx->tree, "", &err));
+	g_assert_true(hsm_tree_populate(fx->tree, "", &err));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 1);
+	g_usleep(1100 * 1000);
+	g_assert_true(hsm_tree_populate(fx->tree, "", &err));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 2);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_304s), ==, 1);
+	g_assert_cmpint(hsm_tree_listing_age(fx->tree, ""), ==, 0);
+
+	set_root_listing(fx, ROW("a", "10") ROW("b", "5"));
+	g_usleep(1100 * 1000);
+	g_assert_true(hsm_tree_populate(fx->tree, "", &err));
+	g_assert_no_error(err);
+	g_assert_cmpint(stat(b, &st), ==, 0);
+	g_assert_cmpint(st.st_size, ==, 5);
+	g_assert_cmpuint(changed->len, ==, 2);
+	g_assert_cmpstr(changed->pdata[0], ==, "b");
+	g_assert_cmpstr(changed->pdata[1], ==, "");
+
+	set_root_listing(fx, "");
+	g_usleep(1100 * 1000);
+	g_test_expect_message("httphsm", G_LOG_LEVEL_WARNING,
+			      "cannot revalidate the listing of /*lists no entries*");
+	g_assert_true(hsm_tree_populate(fx->tree, "", &err));
+	g_test_assert_expected_messages();
+	g_assert_no_error(err);
+	g_assert_cmpint(stat(b, &st), ==, 0);
+	hsm_tree_set_hooks(fx->tree, NULL);
+}
+
+/* With a TTL of forever (-1) a listing is never asked for again. */
+static void test_listing_kept_forever(Fixture *fx, gconstpointer data)
+{
+	(void)data;
+	hsm_tree_close(fx->tree);
+	fx->dir_cache_time = -1;
+	fx->tree = open_tree(fx);
+	set_root_listing(fx, ROW("a", "10"));
+	g_assert_true(hsm_tree_populate(fx->tree, "", NULL));
+	g_usleep(1100 * 1000);
+	g_assert_true(hsm_tree_populate(fx->tree, "", NULL));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 1);
+}
+
 int main(int argc, char **argv)
 {
 	test_init(&argc, &argv);
@@ -212,5 +290,7 @@ int main(int argc, char **argv)
 	ADD("/tree/one-file-per-path", test_one_file_per_path);
 	ADD("/tree/close-saves-states", test_close_saves_states);
 	ADD("/tree/hooks", test_hooks);
+	ADD("/tree/listing-revalidated-after-ttl", test_listing_revalidated_after_ttl);
+	ADD("/tree/listing-kept-forever", test_listing_kept_forever);
 	return g_test_run();
 }

@@ -82,6 +82,29 @@ static void send_response(int fd, const char *status, const char *content_type,
 	send_all(fd, body, strlen(body));
 }
 
+/* A page set by the test: 304 when the request names its ETag. */
+static void send_page(TestServer *server, int fd, const char *request, const char *content_type,
+		      const char *body)
+{
+	g_autofree char *digest = g_compute_checksum_for_string(G_CHECKSUM_SHA1, body, -1);
+	g_autofree char *etag = g_strdup_printf("\"%.16s\"", digest);
+	g_autofree char *condition = g_strdup_printf("If-None-Match: %s\r\n", etag);
+	g_autofree char *header = NULL;
+	gboolean validators = !g_atomic_int_get(&server->no_validators);
+	gboolean not_modified = validators && strstr(request, condition);
+
+	if (not_modified)
+		g_atomic_int_inc(&server->page_304s);
+	header = g_strdup_printf("HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+				 "%s%s%sConnection: close\r\n\r\n",
+				 not_modified ? "304 Not Modified" : "200 OK", content_type,
+				 not_modified ? 0 : strlen(body), validators ? "ETag: " : "",
+				 validators ? etag : "", validators ? "\r\n" : "");
+	send_all(fd, header, strlen(header));
+	if (!not_modified)
+		send_all(fd, body, strlen(body));
+}
+
 /* Answers from the pages (after delay_ms) and HEAD sizes the test set, or
  * 404 for any path but / and /f.  FALSE: the request is for / or /f. */
 static gboolean serve_scripted(TestServer *server, int fd, const char *request)
@@ -107,7 +130,7 @@ static gboolean serve_scripted(TestServer *server, int fd, const char *request)
 	if (body) {
 		g_atomic_int_inc(&server->page_gets);
 		g_usleep(g_atomic_int_get(&server->delay_ms) * 1000);
-		send_response(fd, "200 OK", content_type, body);
+		send_page(server, fd, request, content_type, body);
 	} else if (length >= 0) {
 		g_autofree char *header = g_strdup_printf(
 			"HTTP/1.1 200 OK\r\nContent-Length: %" G_GINT64_FORMAT

@@ -1,7 +1,8 @@
 /* A scripted HTTP/1.1 server on 127.0.0.1 for unit tests: one file, /f,
  * of TEST_FILE_SIZE bytes, listed by an nginx-style index page at /, and
  * served as the mode says (HEAD: its headers); besides, pages and HEAD
- * answers a test sets; 404 for anything else.  One connection at a time,
+ * answers a test sets (a page's ETag is a digest of its body, and a GET
+ * with that If-None-Match gets 304); 404 for anything else.  One connection at a time,
  * closed after each response. */
 #ifndef HSM_TEST_SERVER_H
 #define HSM_TEST_SERVER_H
@@ -30,6 +31,8 @@ typedef struct {
 	gint rounded;        /* atomic: the index shows "98K", as kernel.org's does */
 	gint heads;          /* atomic: HEAD requests for /f */
 	gint page_gets;      /* atomic: GETs of pages set by test_server_set_page() */
+	gint page_304s;      /* atomic: of which answered 304 Not Modified */
+	gint no_validators;  /* atomic: pages carry no ETag, no Last-Modified */
 	gint stop;           /* atomic */
 	GThread *thread;
 	GMutex lock;
