@@ -152,7 +152,7 @@ def test_outage_keeps_the_listing(mode, origin, mount_factory, fan_factory):
     assert "cannot revalidate the listing of d/" in m.log()
 
 
-def test_open_file_survives_its_removal(origin, mount_factory):
+def test_fuse_open_file_survives_its_removal(origin, mount_factory):
     """FUSE: a reader that holds a file open keeps reading it after a
     revalidated listing removed it."""
     root, server = origin
