@@ -7,6 +7,7 @@ int hsm_command_umount(int argc, char **argv);
 int hsm_command_status(int argc, char **argv);
 int hsm_command_prefetch(int argc, char **argv);
 int hsm_command_evict(int argc, char **argv);
+int hsm_command_unpin(int argc, char **argv);
 int hsm_command_refresh(int argc, char **argv);
 
 #endif

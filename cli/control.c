@@ -3,9 +3,13 @@
  * `httphsm status|prefetch|evict` talk to the daemon serving a path, since
  * only it knows which bytes are present right now, and only it may drop
  * them safely.  One request line per connection:
- *     status RELPATH    ->  "file SIZE PRESENT" | "dir populated AGE" | "dir unpopulated"
- *                           (AGE: seconds since the listing was fetched or revalidated)
+ *     status RELPATH    ->  "file SIZE PRESENT [pinned]" | "dir populated AGE" |
+ *                           "dir unpopulated" (AGE: seconds since the listing was
+ *                           fetched or revalidated); for the root, first
+ *                           "cache USED LIMIT" (LIMIT 0: none)
  *     prefetch RELPATH  ->  "progress PRESENT SIZE"... then "done SIZE"
+ *     prefetch-pin RELPATH  the same, the file pinned first (never evicted)
+ *     unpin RELPATH     ->  "unpinned"
  *     evict RELPATH     ->  "evicted FREED"
  *     refresh RELPATH   ->  "refreshed 1": its listing revalidated now
  *     refresh-r RELPATH ->  "refreshed COUNT": and those below it listed before
@@ -90,7 +94,13 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 	}
 	if (S_ISDIR(st.st_mode)) {
 		gint64 age = hsm_tree_listing_age(control->tree, relpath);
+		guint64 used, limit;
 
+		if (!*relpath) {
+			hsm_tree_cache_usage(control->tree, &used, &limit);
+			reply(fd, "cache %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", used,
+			      limit == G_MAXUINT64 ? 0 : limit);
+		}
 		if (age >= 0)
 			reply(fd, "dir populated %" G_GINT64_FORMAT "\n", age);
 		else
@@ -104,17 +114,21 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 	}
 	hsm_file_get_status(file, &status);
 	hsm_file_unref(file);
-	reply(fd, "file %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", status.size, status.present);
+	reply(fd, "file %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "%s\n", status.size,
+	      status.present, status.pinned ? " pinned" : "");
 }
 
-static void do_prefetch(HsmControl *control, int fd, const char *relpath)
+/* pin: pinned before the first byte, so the size limit never takes it. */
+static void do_prefetch(HsmControl *control, int fd, const char *relpath, gboolean pin)
 {
 	g_autoptr(GError) err = NULL;
 	HsmFile *file = hsm_tree_get_file(control->tree, relpath, &err);
 	HsmFileStatus status;
 
-	if (!file) {
+	if (!file || (pin && !hsm_file_set_pinned(file, TRUE, &err))) {
 		reply_error(fd, err);
+		if (file)
+			hsm_file_unref(file);
 		return;
 	}
 	hsm_file_get_status(file, &status);
@@ -136,6 +150,19 @@ static void do_prefetch(HsmControl *control, int fd, const char *relpath)
 	else
 		reply(fd, "done %" G_GUINT64_FORMAT "\n", status.size);
 	hsm_file_unref(file);
+}
+
+static void do_unpin(HsmControl *control, int fd, const char *relpath)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFile *file = hsm_tree_get_file(control->tree, relpath, &err);
+
+	if (file && hsm_file_set_pinned(file, FALSE, &err))
+		reply(fd, "unpinned\n");
+	else
+		reply_error(fd, err);
+	if (file)
+		hsm_file_unref(file);
 }
 
 static void do_evict(HsmControl *control, int fd, const char *relpath)
@@ -260,8 +287,10 @@ static void serve_client(gpointer data, gpointer user_data)
 		reply(fd, "error %d bad path\n", EINVAL);
 	else if (!strcmp(request, "status"))
 		do_status(control, fd, relpath);
-	else if (!strcmp(request, "prefetch"))
-		do_prefetch(control, fd, relpath);
+	else if (!strcmp(request, "prefetch") || !strcmp(request, "prefetch-pin"))
+		do_prefetch(control, fd, relpath, !strcmp(request, "prefetch-pin"));
+	else if (!strcmp(request, "unpin"))
+		do_unpin(control, fd, relpath);
 	else if (!strcmp(request, "evict"))
 		do_evict(control, fd, relpath);
 	else if (!strcmp(request, "refresh") || !strcmp(request, "refresh-r"))

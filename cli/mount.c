@@ -37,6 +37,7 @@ typedef struct {
 	char *min_window;
 	char *max_window;
 	char *dir_cache_time;
+	char *cache_max_size;
 	gboolean verbose;
 	gboolean fuse_debug;
 	char *log_file;
@@ -95,6 +96,15 @@ static const char mount_details[] =
 	"listing (logged).  FUSE mode lets the kernel cache names and attributes\n"
 	"for the same time.\n"
 	"\n"
+	"Size: with --cache-max-size, once the file bytes in the cache pass it,\n"
+	"whole files are evicted (their bytes freed, their names and listings\n"
+	"kept: they are fetched again when read), least recently used first,\n"
+	"down to 90% of it.  Files that are open or being fetched are not\n"
+	"evicted, so the cache may pass the limit by what they hold.  The count\n"
+	"is rebuilt from the cache at every start.  In fanotify mode reads of\n"
+	"complete files bypass the daemon: \"used\" there means fetched, or read\n"
+	"while incomplete.\n"
+	"\n"
 	"Examples:\n"
 	"  httphsm mount https://cdn.kernel.org/pub/ /mnt/pub\n"
 	"  tar tvf /mnt/pub/linux/kernel/v6.x/linux-6.1.tar.xz | head\n"
@@ -102,28 +112,26 @@ static const char mount_details[] =
 
 static gboolean parse_size(const char *text, guint64 *out, GError **err)
 {
-	char *end;
+	static const char units[] = "KMGT";
+	const char *unit;
+	guint shift = 0;
 	guint64 value;
+	char *end;
 
 	if (!text)
 		return TRUE;
 	value = g_ascii_strtoull(text, &end, 10);
-	switch (g_ascii_toupper(*end)) {
-	case 'K':
-		value <<= 10, end++;
-		break;
-	case 'M':
-		value <<= 20, end++;
-		break;
-	case 'G':
-		value <<= 30, end++;
-		break;
+	unit = *end ? strchr(units, g_ascii_toupper(*end)) : NULL;
+	if (unit) {
+		shift = 10 * (guint)(unit - units + 1);
+		end++;
 	}
-	if (end == text || *end || value == 0) {
-		g_set_error(err, HSM_ERROR, EINVAL, "'%s' is not a size (e.g. 256K, 8M)", text);
+	if (end == text || *end || !g_ascii_isdigit(*text) || value == 0 ||
+	    value > G_MAXUINT64 >> shift) {
+		g_set_error(err, HSM_ERROR, EINVAL, "'%s' is not a size (e.g. 256K, 8M, 20G)", text);
 		return FALSE;
 	}
-	*out = value;
+	*out = value << shift;
 	return TRUE;
 }
 
@@ -199,6 +207,9 @@ static GOptionContext *mount_context(MountOptions *o)
 		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
 		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
 		  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
+		{ "cache-max-size", 0, 0, G_OPTION_ARG_STRING, &o->cache_max_size,
+		  "Most bytes of file data the cache keeps; past it, files are evicted least "
+		  "recently used first (default: no limit)", "SIZE" },
 		{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, &o->dir_cache_time,
 		  "How long a directory listing is used before it is revalidated, "
 		  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
@@ -230,6 +241,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->min_window);
 	g_free(o->max_window);
 	g_free(o->dir_cache_time);
+	g_free(o->cache_max_size);
 	g_free(o->log_file);
 }
 
@@ -262,7 +274,8 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 		tree->fetch.min_rate = (guint)MIN(min_rate, G_MAXUINT);
 	return parse_size(o->min_window, &tree->min_window, err) &&
 	       parse_size(o->max_window, &tree->max_window, err) &&
-	       parse_duration(o->dir_cache_time, &tree->dir_cache_time, err);
+	       parse_duration(o->dir_cache_time, &tree->dir_cache_time, err) &&
+	       parse_size(o->cache_max_size, &tree->max_cache_size, err);
 }
 
 static gboolean check_mountpoint(const char *path, GError **err)

@@ -1,4 +1,5 @@
-/* `httphsm status|prefetch|evict|refresh PATH...`: ask the daemon serving PATH. */
+/* `httphsm status|prefetch|evict|unpin|refresh PATH...`: ask the daemon
+ * serving PATH. */
 #include "commands.h"
 #include "control.h"
 #include "registry.h"
@@ -97,6 +98,15 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 	guint64 size, present;
 	gint64 age;
 
+	if (sscanf(answer, "cache %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &size, &present) ==
+	    2) {
+		g_autofree char *used = human_size(size, raw);
+		g_autofree char *limit = human_size(present, raw);
+
+		printf("%-8s %12s / %-12s  file data in the cache / --cache-max-size\n", "cache",
+		       used, present ? limit : "no limit");
+		return;
+	}
 	if (sscanf(answer, "dir populated %" G_GINT64_FORMAT, &age) == 1) {
 		g_autofree char *text = raw ? g_strdup_printf("%" G_GINT64_FORMAT " s", age)
 					    : human_age(age);
@@ -112,9 +122,10 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 		return;
 	g_autofree char *p = human_size(present, raw);
 	g_autofree char *s = human_size(size, raw);
-	printf("%-8s %12s / %-12s %6.1f%%  %s\n",
+	printf("%-8s %12s / %-12s %6.1f%%  %s%s\n",
 	       present == 0 && size ? "online" : present < size ? "partial" : "full", p, s,
-	       size ? 100.0 * (double)present / (double)size : 100.0, path);
+	       size ? 100.0 * (double)present / (double)size : 100.0, path,
+	       g_str_has_suffix(answer, " pinned") ? "  (pinned)" : "");
 }
 
 static void draw_progress(const char *path, guint64 present, guint64 size)
@@ -165,6 +176,9 @@ static gboolean run(const Verb *verb, const char *path)
 
 			printf("evicted %s  %s\n", freed, path);
 			ok = TRUE;
+		} else if (!strcmp(line, "unpinned")) {
+			printf("unpinned  %s\n", path);
+			ok = TRUE;
 		} else if (sscanf(line, "refreshed %" G_GUINT64_FORMAT, &a) == 1) {
 			printf("refreshed %" G_GUINT64_FORMAT " listing%s  %s\n", a,
 			       a == 1 ? "" : "s", path);
@@ -179,7 +193,7 @@ static gboolean run(const Verb *verb, const char *path)
 	return ok;
 }
 
-enum { STATUS, PREFETCH, EVICT, REFRESH };
+enum { STATUS, PREFETCH, EVICT, UNPIN, REFRESH };
 
 static const Verb verbs[] = {
 	[STATUS] = { "status",
@@ -191,14 +205,22 @@ static const Verb verbs[] = {
 	  "ages in seconds.\n",
 	  "--bytes" },
 	[PREFETCH] = { "prefetch",
-	  "Usage: httphsm prefetch PATH...\n\n"
+	  "Usage: httphsm prefetch [--pin] PATH...\n\n"
 	  "Fetches whole files into the local cache now (with a progress bar on\n"
-	  "a terminal), so that later reads need no network.\n" },
+	  "a terminal), so that later reads need no network.  --pin also keeps\n"
+	  "them there: neither --cache-max-size nor evict frees a pinned file\n"
+	  "(httphsm unpin undoes it).\n",
+	  "--pin", "prefetch-pin" },
 	[EVICT] = { "evict",
 	  "Usage: httphsm evict [--bytes] PATH...\n\n"
 	  "Frees the local copy of files (they stay visible and are fetched\n"
-	  "again when read).  A file that is open is left alone (exit status 1).\n",
+	  "again when read).  A file that is open or pinned is left alone (exit\n"
+	  "status 1).\n",
 	  "--bytes" },
+	[UNPIN] = { "unpin",
+	  "Usage: httphsm unpin PATH...\n\n"
+	  "Lets files pinned by prefetch --pin be evicted again (they keep their\n"
+	  "bytes until then).\n" },
 	[REFRESH] = { "refresh",
 	  "Usage: httphsm refresh [-r] DIRECTORY...\n\n"
 	  "Revalidates the listing of each directory now, whatever its age (see\n"
@@ -242,6 +264,11 @@ int hsm_command_prefetch(int argc, char **argv)
 int hsm_command_evict(int argc, char **argv)
 {
 	return run_verb(&verbs[EVICT], argc, argv);
+}
+
+int hsm_command_unpin(int argc, char **argv)
+{
+	return run_verb(&verbs[UNPIN], argc, argv);
 }
 
 int hsm_command_refresh(int argc, char **argv)

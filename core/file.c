@@ -294,6 +294,7 @@ void hsm_file_get_status(HsmFile *file, HsmFileStatus *status)
 	status->size = file->state.size;
 	status->present = hsm_range_map_total(&file->state.present);
 	status->generation = file->generation;
+	status->pinned = file->state.pinned;
 	g_mutex_unlock(&file->lock);
 }
 
@@ -337,6 +338,15 @@ gboolean hsm_file_save(HsmFile *file, GError **err)
 
 /* ---- Remote changes ---- */
 
+/* Tells the size budget what the file holds now, and that it was used
+ * (the budget's lock is a leaf: fine under file->lock). */
+static void note_usage(HsmFile *file)
+{
+	if (file->shared->budget && !atomic_load(&file->detached))
+		hsm_budget_note(file->shared->budget, file->relpath,
+				hsm_range_map_total(&file->state.present));
+}
+
 /* Every range absent from now on; readers of the old ranges start over.
  * Called with file->lock held. */
 static void forget_ranges(HsmFile *file)
@@ -345,6 +355,7 @@ static void forget_ranges(HsmFile *file)
 	hsm_range_map_init(&file->state.present);
 	file->generation++;
 	file->dirty = TRUE;
+	note_usage(file);
 }
 
 static int punch_all(HsmFile *file)
@@ -402,6 +413,26 @@ static gboolean pwrite_all(int fd, const guint8 *data, gsize len, guint64 offset
 	return TRUE;
 }
 
+/* The cache file system is full: evicts least recently used files (as
+ * much as a window, so that the rest of this fetch fits too) and tries
+ * once more. */
+static gboolean write_when_full(HsmFile *file, guint64 offset, const void *data, gsize len,
+				GError **err)
+{
+	guint64 freed = 0;
+
+	if (file->shared->budget)
+		freed = hsm_budget_reclaim(file->shared->budget, MAX(len, file->shared->max_window),
+					   file->relpath);
+	g_warning("%s: the cache file system is full (%s); evicted %" G_GUINT64_FORMAT
+		  " bytes of the least recently used files%s", file->relpath, (*err)->message,
+		  freed, freed ? " and writing again" : ": nothing could go");
+	if (!freed)
+		return FALSE;
+	g_clear_error(err);
+	return pwrite_all(file->fd, data, len, offset, err);
+}
+
 /* Writes fetched bytes and marks them present, if the file is still the
  * version this fetch started on.  (The mtime is put back when the fetch
  * ends.) */
@@ -410,12 +441,16 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 {
 	HsmFile *file = fetch->file;
 
-	if (!pwrite_all(file->fd, data, len, offset, err))
+	if (!pwrite_all(file->fd, data, len, offset, err) &&
+	    !((g_error_matches(*err, HSM_ERROR, ENOSPC) ||
+	       g_error_matches(*err, HSM_ERROR, EDQUOT)) &&
+	      write_when_full(file, offset, data, len, err)))
 		return FALSE;
 	g_mutex_lock(&file->lock);
 	if (fetch->generation == file->generation) {
 		hsm_range_map_add(&file->state.present, offset, offset + len);
 		file->dirty = TRUE;
+		note_usage(file);
 		wake_waiters(file, FALSE);
 	}
 	g_mutex_unlock(&file->lock);
@@ -668,6 +703,7 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 	generation = file->generation;
 	end = MIN(offset + MIN(length, G_MAXUINT64 - offset), file->state.size);
 	sequential = note_access(file, offset, end);
+	note_usage(file);
 	while (offset < end) {
 		guint64 missing = hsm_range_map_first_missing(&file->state.present, offset, end);
 		Fetch *fetch;
@@ -717,6 +753,15 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 
 /* ---- Eviction ---- */
 
+gboolean hsm_file_set_pinned(HsmFile *file, gboolean pinned, GError **err)
+{
+	g_mutex_lock(&file->lock);
+	file->dirty = file->dirty || file->state.pinned != pinned;
+	file->state.pinned = pinned;
+	g_mutex_unlock(&file->lock);
+	return hsm_file_save(file, err);
+}
+
 /* Forgets every range, under file->lock; FALSE while fetches run. */
 static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
 {
@@ -736,12 +781,18 @@ static gboolean forget_all(HsmFile *file, guint64 *freed, GError **err)
 
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err)
 {
-	gboolean ok = FALSE;
+	gboolean ok = FALSE, pinned;
 	gint64 mtime;
 
 	g_mutex_lock(&file->lock);
 	mtime = file->remote_mtime;
+	pinned = file->state.pinned;
 	g_mutex_unlock(&file->lock);
+	if (pinned) {
+		g_set_error(err, HSM_ERROR, EPERM, "%s is pinned (httphsm unpin it first)",
+			    file->relpath);
+		return FALSE;
+	}
 	run_hook(file, TRUE);
 	/* While we hold it, nobody else has the file open, and opens wait. */
 	if (fcntl(file->fd, F_SETLEASE, F_WRLCK) < 0) {

@@ -5,6 +5,7 @@
 #ifndef HSM_FILE_H
 #define HSM_FILE_H
 
+#include "budget.h"
 #include "fetch.h"
 #include "store.h"
 
@@ -59,6 +60,7 @@ typedef struct {
 	guint64 size;
 	guint64 present;        /* bytes */
 	guint generation;       /* bumped when the remote file changed */
+	gboolean pinned;
 } HsmFileStatus;
 
 /* A consistent snapshot (taken under the file's lock). */
@@ -66,8 +68,13 @@ void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
 
 /* Frees the local copy of the file: under a write lease (so nobody has it
  * open: EBUSY otherwise) the state first forgets every range, then the
- * bytes are punched out.  Later reads fetch again. */
+ * bytes are punched out.  Later reads fetch again.  A pinned file is
+ * refused (EPERM). */
 gboolean hsm_file_evict(HsmFile *file, guint64 *freed, GError **err);
+
+/* Pins (never evicted, by the size limit or by hand) or unpins the file;
+ * saved at once. */
+gboolean hsm_file_set_pinned(HsmFile *file, gboolean pinned, GError **err);
 
 /* ---- For the owner of the files (tree.c) ---- */
 
@@ -80,6 +87,7 @@ typedef struct {
 	HsmFetcher *fetcher;
 	guint64 min_window;     /* bytes fetched for a non-sequential miss */
 	guint64 max_window;     /* largest fetch of a sequential reader */
+	HsmBudget *budget;      /* the cache's size limit and LRU order, or NULL */
 	HsmFileHooks hooks;     /* protected by hooks_lock, held while one runs */
 	GRWLock hooks_lock;
 } HsmFileShared;

@@ -49,6 +49,7 @@ typedef struct {
 	guint64 size;
 	char *etag;             /* validator from the server, or NULL */
 	gint64 last_modified;   /* the other validator (Unix time), or -1 */
+	gboolean pinned;        /* never evicted (prefetch --pin) */
 	HsmRangeMap present;
 } HsmFileState;
 

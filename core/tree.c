@@ -34,6 +34,7 @@ struct HsmTree {
 	HsmStore *store;
 	HsmFetcher *fetcher;
 	HsmFileShared shared;    /* what every file uses */
+	HsmBudget *budget;       /* the size limit, if any, and LRU order */
 
 	GMutex lock;
 	GHashTable *files;       /* relpath -> HsmFile *; protected by lock */
@@ -184,6 +185,12 @@ gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath)
 	return populated;
 }
 
+void hsm_tree_cache_usage(HsmTree *tree, guint64 *used, guint64 *limit)
+{
+	*used = hsm_budget_used(tree->budget);
+	*limit = hsm_budget_limit(tree->budget);
+}
+
 gint64 hsm_tree_listing_age(HsmTree *tree, const char *relpath)
 {
 	DirRecord *dir;
@@ -204,6 +211,7 @@ static void forget(gpointer data, const char *relpath)
 	GHashTableIter iter;
 	gpointer key, value;
 
+	hsm_budget_forget(tree->budget, relpath);
 	g_mutex_lock(&tree->lock);
 	g_hash_table_iter_init(&iter, tree->populated);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
@@ -358,6 +366,21 @@ static gpointer flusher_main(gpointer data)
 
 /* ---- Life cycle ---- */
 
+/* The budget's way of freeing a file: as `httphsm evict` does it, so an
+ * open file or one being fetched is refused. */
+static gboolean evict_for_budget(gpointer data, const char *relpath, GError **err)
+{
+	HsmFile *file = hsm_tree_get_file(data, relpath, err);
+	guint64 freed;
+	gboolean ok;
+
+	if (!file)
+		return FALSE;
+	ok = hsm_file_evict(file, &freed, err);
+	hsm_file_unref(file);
+	return ok;
+}
+
 static void copy_options(HsmTreeOptions *to, const HsmTreeOptions *from)
 {
 	*to = *from;
@@ -386,6 +409,10 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 	tree->shared.fetcher = tree->fetcher;
 	tree->shared.min_window = tree->options.min_window;
 	tree->shared.max_window = tree->options.max_window;
+	/* Without a limit, still there: a full file system evicts too. */
+	tree->budget = tree->shared.budget = hsm_budget_new(
+		tree->store, tree->options.max_cache_size ? tree->options.max_cache_size : G_MAXUINT64,
+		evict_for_budget, tree);
 	g_mutex_init(&tree->lock);
 	g_cond_init(&tree->populate_done);
 	g_cond_init(&tree->flusher_wake);
@@ -406,9 +433,11 @@ void hsm_tree_close(HsmTree *tree)
 	g_cond_signal(&tree->flusher_wake);
 	g_mutex_unlock(&tree->lock);
 	g_thread_join(tree->flusher);
+	hsm_budget_stop(tree->budget);
 	/* Ends the transfers first: their completions still touch the files. */
 	hsm_fetcher_free(tree->fetcher);
 	flush_files(tree, TRUE);
+	hsm_budget_free(tree->budget);
 	if (g_hash_table_size(tree->files) || tree->detached->len)
 		g_warning("%u files still referenced at close",
 			  g_hash_table_size(tree->files) + tree->detached->len);

@@ -26,6 +26,7 @@ typedef struct {
 	guint64 min_window;     /* bytes fetched for a non-sequential miss */
 	guint64 max_window;     /* largest fetch of a sequential reader */
 	gsize max_listing;      /* largest listing page accepted */
+	guint64 max_cache_size; /* bytes of file data kept; 0: no limit */
 	gint64 dir_cache_time;  /* usec a listing is used before it is revalidated
 				 * (or less, if the server's max-age says so);
 				 * -1: forever */
@@ -71,6 +72,11 @@ gboolean hsm_tree_refresh(HsmTree *tree, const char *relpath, GError **err);
 
 /* Without a request: TRUE once relpath was populated (by any daemon). */
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
+/* Bytes of file data the cache holds (as far as counted yet: the count of
+ * an existing cache is rebuilt in the background at start), and the
+ * --cache-max-size limit (G_MAXUINT64: none). */
+void hsm_tree_cache_usage(HsmTree *tree, guint64 *used, guint64 *limit);
+
 /* Seconds since relpath's listing was fetched or found unchanged; -1 when
  * it never was. */
 gint64 hsm_tree_listing_age(HsmTree *tree, const char *relpath);

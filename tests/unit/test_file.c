@@ -283,6 +283,30 @@ static void test_evict_of_an_open_file_is_busy(Fixture *fx, gconstpointer data)
 	close(fd);
 }
 
+/* A pinned file is never evicted, and the pin survives a reopen. */
+static void test_pinned_file_is_not_evicted(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFileStatus status;
+	HsmFile *again;
+
+	(void)data;
+	g_assert_true(hsm_file_ensure(fx->file, 0, 4096, NULL, &err));
+	g_assert_true(hsm_file_set_pinned(fx->file, TRUE, &err));
+	g_assert_false(hsm_file_evict(fx->file, NULL, &err));
+	g_assert_error(err, HSM_ERROR, EPERM);
+	g_clear_error(&err);
+	g_assert_cmpuint(present(fx), >=, 4096);
+	again = hsm_file_open(&fx->shared, "f", &err);
+	hsm_file_get_status(again, &status);
+	g_assert_true(status.pinned);
+	hsm_file_unref(again);
+	hsm_file_free(again);
+	g_assert_true(hsm_file_set_pinned(fx->file, FALSE, &err));
+	hsm_file_get_status(fx->file, &status);
+	g_assert_false(status.pinned);
+}
+
 /* Once hooks are cleared, none runs. */
 static void test_cleared_hooks_do_not_run(Fixture *fx, gconstpointer data)
 {
@@ -318,6 +342,7 @@ int main(int argc, char **argv)
 	ADD("/file/reopen-keeps-saved-bytes", test_reopen_keeps_saved_bytes);
 	ADD("/file/evict-frees-the-bytes", test_evict_frees_the_bytes);
 	ADD("/file/evict-of-an-open-file-is-busy", test_evict_of_an_open_file_is_busy);
+	ADD("/file/pinned-file-is-not-evicted", test_pinned_file_is_not_evicted);
 	ADD("/file/cleared-hooks-do-not-run", test_cleared_hooks_do_not_run);
 	ADD("/file/references", test_references);
 	return g_test_run();
