@@ -54,6 +54,10 @@ warm = the same again once everything was read):
                    listing: time and requests sent
   ls-5000-rounded  the same with kernel.org's rounded sizes ("1.2M"), which a
                    client has to complete with a HEAD per file
+  ls-5000-revalidated  the rounded `ls -l` again once the listing's time-to-
+                   live (2 s: --dir-cache-time, rclone's --dir-cache-time)
+                   has passed, nothing having changed: time and requests;
+                   only for contenders with such an option
   read-T-threads   for each T of --threads (default 1,4,16): 4 KiB random
                    preads of the tar (p50, p99) on a fresh mount, then on
                    another fresh mount a cold sequential read in 1 MiB reads,
@@ -113,6 +117,8 @@ MIB = 1 << 20
 # small part of it, short enough that the reads of a full run (each thread
 # count, each repetition, each contender) fit in hours, not days.
 SEQ_SPAN = {"W1": 256 * MIB, "W2": 1024 * MIB}
+# The listing time-to-live of ls-5000-revalidated (seconds).
+REVALIDATE_TTL = 2
 
 # The physical floor of each cold time figure on a WAN link, in round trips:
 # what any client must wait for, given that its connections are warm after
@@ -135,6 +141,10 @@ FLOORS = {
     "ls-5000-rounded": (2, "1 listing, then a HEAD for the exact size of each file whose "
                         "listed size is rounded (up to 5,000), all sent at once over HTTP/2 "
                         "and back in 1 round trip (their bytes aside)"),
+    "ls-5000-revalidated": (2, "both listings on the path have outlived their TTL: pub/'s "
+                            "(to look many/ up) and then many/'s, each 1 conditional GET (a "
+                            "304, or the same page when the server sends no validators, as "
+                            "nginx's autoindex does), and nothing else when nothing changed"),
     "cold-rand": (1, "each 4 KiB read of a part not yet fetched is 1 GET with a Range on a warm "
                   "connection"),
 }
@@ -183,14 +193,17 @@ def wait_for(path, timeout=30):
 
 
 class Contender:
-    """A way to see the tree as files; mount() gives a fresh, cold view."""
+    """A way to see the tree as files; mount() gives a fresh, cold view,
+    with listings kept ttl seconds if given (for contenders that have such
+    an option: has_ttl)."""
     network = True
+    has_ttl = False
 
     def __init__(self, name, work):
         self.name = name
         self.work = os.path.join(work, name)
 
-    def mount(self, url):
+    def mount(self, url, ttl=None):
         raise NotImplementedError
 
     def umount(self):
@@ -222,26 +235,29 @@ class Local(Contender):
         super().__init__(name, work)
         self.tree_root = tree_root
 
-    def mount(self, url):
+    def mount(self, url, ttl=None):
         self.root = os.path.join(self.tree_root, "pub")
         drop_page_cache()
 
 
 class Httphsm(Contender):
+    has_ttl = True
+
     def __init__(self, name, work, mode, cacert):
         super().__init__(name, work)
         self.mode = mode
         self.args = ["--cacert", cacert] if cacert else []
         self.mounted = None
 
-    def mount(self, url):
+    def mount(self, url, ttl=None):
         self.umount()
         shutil.rmtree(self.work, ignore_errors=True)
         os.makedirs(self.work)
+        ttl_args = ["--dir-cache-time", f"{ttl}s"] if ttl else []
         try:
             self.mounted = Mount(url, os.path.join(self.work, "mnt"),
                                  os.path.join(self.work, "cache"), mode=self.mode,
-                                 args=self.args)
+                                 args=self.args + ttl_args)
         except RuntimeError as e:
             raise Failed(str(e).splitlines()[-1])
         self.root = self.mounted.mountpoint
@@ -260,19 +276,22 @@ class Httphsm(Contender):
 
 
 class External(Contender):
-    """httpdirfs and rclone: started as daemons, stopped with fusermount."""
+    """httpdirfs and rclone: started as daemons, stopped with fusermount.
+    command(url, mountpoint, cache, ttl) -> argv; has_ttl: whether it uses
+    ttl."""
 
-    def __init__(self, name, work, command):
+    def __init__(self, name, work, command, has_ttl=False):
         super().__init__(name, work)
         self.command = command
+        self.has_ttl = has_ttl
 
-    def mount(self, url):
+    def mount(self, url, ttl=None):
         self.umount()
         shutil.rmtree(self.work, ignore_errors=True)
         self.root = os.path.join(self.work, "mnt")
         os.makedirs(self.root)
         os.makedirs(os.path.join(self.work, "cache"))
-        cmd = self.command(url, self.root, os.path.join(self.work, "cache"))
+        cmd = self.command(url, self.root, os.path.join(self.work, "cache"), ttl)
         self.log = open(os.path.join(self.work, "log"), "w")
         self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         try:
@@ -319,15 +338,16 @@ def make_contender(name, work, tree_root, cacert=None):
     if name == "httpdirfs":
         # Without --no-range-check it refuses nginx (no Accept-Ranges on
         # directory URLs) and the mount fails.
-        return External(name, work, lambda url, mnt, cache: [
+        return External(name, work, lambda url, mnt, cache, ttl: [
             "httpdirfs", "-f", "--cache", "--cache-location", cache, "--no-range-check",
             *(["--cacert", cacert] if cacert else []), url, mnt])
     if name.startswith("rclone-"):
         mode = name.split("-", 1)[1]
-        return External(name, work, lambda url, mnt, cache: [
+        return External(name, work, lambda url, mnt, cache, ttl: [
             "rclone", "mount", ":http:", mnt, "--http-url", url, "--read-only",
-            "--vfs-cache-mode", mode, "--cache-dir", cache, "--dir-cache-time", "1h",
-            *(["--ca-cert", cacert] if cacert else [])])
+            "--vfs-cache-mode", mode, "--cache-dir", cache,
+            "--dir-cache-time", f"{ttl}s" if ttl else "1h",
+            *(["--ca-cert", cacert] if cacert else [])], has_ttl=True)
     raise ValueError(name)
 
 
@@ -471,11 +491,11 @@ class LinkRun:
             out[name].update({w: {"failed": e} for w, e in self.failed[name].items()})
         return out
 
-    def fresh(self, c, server):
+    def fresh(self, c, server, ttl=None):
         """A fresh mount (empty cache, dropped page cache); the server's files
         are then read once, as a busy server would have them in memory, so
         that cold figures measure the client, not the server's disk."""
-        c.mount(self.site.url(server))
+        c.mount(self.site.url(server), ttl)
         if c.network:
             for name in (BIG_TAR, TAR_XZ):
                 subprocess.run(["cat", os.path.join(self.tree_root, "pub", name)],
@@ -494,6 +514,8 @@ class LinkRun:
             ("deep-first-byte", lambda: self.cold_and_warm(c, exact, self.deep(c))),
             ("ls-5000-exact", lambda: self.cold_and_warm(c, exact, self.ls(c))),
             ("ls-5000-rounded", lambda: self.cold_and_warm(c, rounded, self.ls(c)))]
+        if c.has_ttl:
+            out.append(("ls-5000-revalidated", lambda: self.revalidated(c, rounded)))
         for threads in self.args.threads:
             out.append((f"read-{threads}-threads",
                         lambda threads=threads: self.seq_then_rand(c, threads)))
@@ -530,6 +552,18 @@ class LinkRun:
                 raise Failed(r.stderr.strip() or "no byte")
             return {"seconds": round(elapsed, 4)}
         return run
+
+    def revalidated(self, c, server):
+        """`ls -l` of the rounded 5,000 once more after the listing's TTL:
+        what keeping a mount fresh costs when nothing changed."""
+        self.fresh(c, server, ttl=REVALIDATE_TTL)
+        self.ls(c)(server)
+        time.sleep(REVALIDATE_TTL + 1)
+        settle(server)
+        server.clear_log()
+        result = self.ls(c)(server)
+        c.umount()
+        return result
 
     @staticmethod
     def ls(c):

@@ -38,6 +38,7 @@ typedef struct {
 	char *max_window;
 	char *dir_cache_time;
 	char *cache_max_size;
+	char *cache_max_age;
 	gboolean verbose;
 	gboolean fuse_debug;
 	char *log_file;
@@ -99,11 +100,13 @@ static const char mount_details[] =
 	"Size: with --cache-max-size, once the file bytes in the cache pass it,\n"
 	"whole files are evicted (their bytes freed, their names and listings\n"
 	"kept: they are fetched again when read), least recently used first,\n"
-	"down to 90% of it.  Files that are open or being fetched are not\n"
-	"evicted, so the cache may pass the limit by what they hold.  The count\n"
-	"is rebuilt from the cache at every start.  In fanotify mode reads of\n"
-	"complete files bypass the daemon: \"used\" there means fetched, or read\n"
-	"while incomplete.\n"
+	"down to 90% of it; with --cache-max-age, files unused for that long go\n"
+	"too.  Files that are open, being fetched or pinned (prefetch --pin) are\n"
+	"not evicted, so the cache may pass the limit by what they hold.  The\n"
+	"count is rebuilt from the cache at every start.  A full cache file\n"
+	"system evicts the same way and writes again; if nothing can go, the\n"
+	"reader gets ENOSPC.  In fanotify mode reads of complete files bypass\n"
+	"the daemon: \"used\" there means fetched, or read while incomplete.\n"
 	"\n"
 	"Examples:\n"
 	"  httphsm mount https://cdn.kernel.org/pub/ /mnt/pub\n"
@@ -169,6 +172,18 @@ static gboolean parse_duration(const char *text, gint64 *out, GError **err)
 	return TRUE;
 }
 
+/* --cache-max-age: inf (or 0, which would evict everything at once) is no
+ * limit. */
+static gboolean parse_max_age(const char *text, gint64 *out, GError **err)
+{
+	gint64 age = 0;
+
+	if (!parse_duration(text, &age, err))
+		return FALSE;
+	*out = MAX(age, 0);
+	return TRUE;
+}
+
 static GOptionContext *mount_context(MountOptions *o)
 {
 	const GOptionEntry entries[] = {
@@ -210,6 +225,9 @@ static GOptionContext *mount_context(MountOptions *o)
 		{ "cache-max-size", 0, 0, G_OPTION_ARG_STRING, &o->cache_max_size,
 		  "Most bytes of file data the cache keeps; past it, files are evicted least "
 		  "recently used first (default: no limit)", "SIZE" },
+		{ "cache-max-age", 0, 0, G_OPTION_ARG_STRING, &o->cache_max_age,
+		  "Evict a file's bytes once unused for this long, e.g. 7d "
+		  "(0 or inf: never, the default)", "DURATION" },
 		{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, &o->dir_cache_time,
 		  "How long a directory listing is used before it is revalidated, "
 		  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
@@ -242,6 +260,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->max_window);
 	g_free(o->dir_cache_time);
 	g_free(o->cache_max_size);
+	g_free(o->cache_max_age);
 	g_free(o->log_file);
 }
 
@@ -275,7 +294,8 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 	return parse_size(o->min_window, &tree->min_window, err) &&
 	       parse_size(o->max_window, &tree->max_window, err) &&
 	       parse_duration(o->dir_cache_time, &tree->dir_cache_time, err) &&
-	       parse_size(o->cache_max_size, &tree->max_cache_size, err);
+	       parse_size(o->cache_max_size, &tree->max_cache_size, err) &&
+	       parse_max_age(o->cache_max_age, &tree->max_cache_age, err);
 }
 
 static gboolean check_mountpoint(const char *path, GError **err)

@@ -1,6 +1,7 @@
-/* The cache's size limit (budget.h): a table of the files that hold bytes,
- * a scanner that fills it from the cache tree at start, and a thread that
- * evicts least recently used files while the total is over the limit. */
+/* The cache's limits (budget.h): a table of the files that hold bytes, a
+ * scanner that fills it from the cache tree at start, and a thread that
+ * evicts least recently used files while the total is over the size limit,
+ * and those unused for longer than the age limit. */
 #include "budget.h"
 #include "url.h"
 
@@ -26,6 +27,7 @@ typedef struct {
 struct HsmBudget {
 	HsmStore *store;         /* immutable, like the rest up to lock */
 	guint64 max, low;
+	gint64 max_age;          /* usec, 0: none */
 	HsmBudgetEvict evict;
 	gpointer evict_data;
 
@@ -59,11 +61,15 @@ static void set_entry(HsmBudget *budget, const char *relpath, guint64 bytes, gin
 		g_cond_signal(&budget->wake);
 }
 
-void hsm_budget_note(HsmBudget *budget, const char *relpath, guint64 present)
+gboolean hsm_budget_note(HsmBudget *budget, const char *relpath, guint64 present)
 {
+	gboolean over;
+
 	g_mutex_lock(&budget->lock);
 	set_entry(budget, relpath, present, g_get_real_time());
+	over = budget->total > budget->max;
 	g_mutex_unlock(&budget->lock);
+	return over;
 }
 
 void hsm_budget_forget(HsmBudget *budget, const char *relpath)
@@ -157,6 +163,10 @@ static gpointer scanner_main(gpointer data)
 
 	if (fd >= 0)
 		scan_dir(budget, fd, "");
+	/* What the scan found may be over a limit already. */
+	g_mutex_lock(&budget->lock);
+	g_cond_signal(&budget->wake);
+	g_mutex_unlock(&budget->lock);
 	g_debug("cache scanned: %" G_GUINT64_FORMAT " bytes of files (limit %" G_GUINT64_FORMAT
 		")", hsm_budget_used(budget), budget->max);
 	return NULL;
@@ -217,25 +227,45 @@ static void refused(HsmBudget *budget, const char *relpath, GError *err)
 	g_mutex_unlock(&budget->lock);
 }
 
-/* Evicts candidates in order until the total is down to the low-water
- * mark; called and returns with budget->lock held. */
-static void evict_round(HsmBudget *budget)
+/* Evicts candidates in order: for size, until the total is down to the
+ * low-water mark; else those last used before the age limit.  Called and
+ * returns with budget->lock held. */
+static void evict_round(HsmBudget *budget, gboolean for_size, const char *except)
 {
 	g_autoptr(GArray) list = candidates(budget);
+	gint64 cutoff = g_get_real_time() - budget->max_age;
 
-	for (guint i = 0; i < list->len && budget->total > budget->low && !budget->stopping;
-	     i++) {
-		const char *relpath = g_array_index(list, Candidate, i).relpath;
+	for (guint i = 0; i < list->len && !budget->stopping; i++) {
+		const Candidate *c = &g_array_index(list, Candidate, i);
 		GError *err = NULL;
 
+		if (for_size ? budget->total <= budget->low : c->used >= cutoff)
+			break;
+		if (except && !strcmp(c->relpath, except))
+			continue;
 		g_mutex_unlock(&budget->lock);
-		if (budget->evict(budget->evict_data, relpath, &err))
-			g_debug("evicted %s: the cache is over its limit", relpath);
+		if (budget->evict(budget->evict_data, c->relpath, &err))
+			g_debug("evicted %s: %s", c->relpath,
+				for_size ? "the cache is over its size" : "unused for too long");
 		else
-			refused(budget, relpath, err);
+			refused(budget, c->relpath, err);
 		g_clear_error(&err);
 		g_mutex_lock(&budget->lock);
 	}
+}
+
+/* How often the age limit is checked: a tenth of it, 1 s to a minute. */
+static gint64 age_check_interval(HsmBudget *budget)
+{
+	return CLAMP(budget->max_age / 10, G_USEC_PER_SEC, 60 * G_USEC_PER_SEC);
+}
+
+void hsm_budget_enforce(HsmBudget *budget, const char *except)
+{
+	g_mutex_lock(&budget->lock);
+	if (budget->total > budget->max)
+		evict_round(budget, TRUE, except);
+	g_mutex_unlock(&budget->lock);
 }
 
 guint64 hsm_budget_reclaim(HsmBudget *budget, guint64 want, const char *except)
@@ -271,22 +301,27 @@ static gpointer evictor_main(gpointer data)
 
 	g_mutex_lock(&budget->lock);
 	while (!budget->stopping) {
-		if (budget->total <= budget->max) {
-			budget->over_logged = FALSE;
-			g_cond_wait(&budget->wake, &budget->lock);
-			continue;
-		}
-		evict_round(budget);
+		if (budget->max_age)
+			evict_round(budget, FALSE, NULL);
+		if (budget->total > budget->max)
+			evict_round(budget, TRUE, NULL);
 		if (budget->total > budget->max && !budget->stopping) {
 			if (!budget->over_logged)
 				g_warning("the cache holds %" G_GUINT64_FORMAT " bytes, over its limit "
-					  "of %" G_GUINT64_FORMAT ", in files that are open or being "
-					  "fetched; evicting them once they are not",
+					  "of %" G_GUINT64_FORMAT ", in files that are open, being "
+					  "fetched or pinned; evicting them once they are not",
 					  budget->total, budget->max);
 			budget->over_logged = TRUE;
 			g_cond_wait_until(&budget->wake, &budget->lock,
 					  g_get_monotonic_time() + RETRY_USEC);
+			continue;
 		}
+		budget->over_logged = FALSE;
+		if (budget->max_age)
+			g_cond_wait_until(&budget->wake, &budget->lock,
+					  g_get_monotonic_time() + age_check_interval(budget));
+		else if (!budget->stopping)
+			g_cond_wait(&budget->wake, &budget->lock);
 	}
 	g_mutex_unlock(&budget->lock);
 	return NULL;
@@ -294,8 +329,8 @@ static gpointer evictor_main(gpointer data)
 
 /* ---- Life cycle ---- */
 
-HsmBudget *hsm_budget_new(HsmStore *store, guint64 max_bytes, HsmBudgetEvict evict,
-			  gpointer evict_data)
+HsmBudget *hsm_budget_new(HsmStore *store, guint64 max_bytes, gint64 max_age,
+			  HsmBudgetEvict evict, gpointer evict_data)
 {
 	HsmBudget *budget = g_new0(HsmBudget, 1);
 
@@ -303,14 +338,19 @@ HsmBudget *hsm_budget_new(HsmStore *store, guint64 max_bytes, HsmBudgetEvict evi
 	budget->store = store;
 	budget->max = max_bytes;
 	budget->low = max_bytes / 100 * LOW_WATER_PERCENT;
+	budget->max_age = MAX(max_age, 0);
 	budget->evict = evict;
 	budget->evict_data = evict_data;
 	g_mutex_init(&budget->lock);
 	g_cond_init(&budget->wake);
 	budget->entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	return budget;
+}
+
+void hsm_budget_start(HsmBudget *budget)
+{
 	budget->scanner = g_thread_new("hsm-scan", scanner_main, budget);
 	budget->evictor = g_thread_new("hsm-evict", evictor_main, budget);
-	return budget;
 }
 
 void hsm_budget_stop(HsmBudget *budget)

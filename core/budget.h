@@ -1,6 +1,6 @@
-/* The cache's size limit: when the file bytes present in the cache pass
- * it, whole files are evicted, least recently used first, down to a
- * low-water mark.
+/* The cache's size and age limits: when the file bytes present in the
+ * cache pass the size, whole files are evicted, least recently used first,
+ * down to a low-water mark; files unused for longer than the age go too.
  *
  * The budget knows each file by relpath, with the bytes it holds and when
  * it was last read (as far as the daemon sees reads: in fanotify mode,
@@ -23,10 +23,14 @@ typedef struct HsmBudget HsmBudget;
  * fetched, pinned).  Runs on the budget's thread, with no budget lock. */
 typedef gboolean (*HsmBudgetEvict)(gpointer data, const char *relpath, GError **err);
 
-/* Starts the scan of store's tree and the evicting thread.  max_bytes > 0
- * (G_MAXUINT64: no limit, the budget only serves hsm_budget_reclaim()). */
-HsmBudget *hsm_budget_new(HsmStore *store, guint64 max_bytes, HsmBudgetEvict evict,
-			  gpointer evict_data);
+/* A budget for store's tree: max_bytes > 0 (G_MAXUINT64: no limit),
+ * max_age in usec (0: no limit).  Without either, it only serves
+ * hsm_budget_reclaim(). */
+HsmBudget *hsm_budget_new(HsmStore *store, guint64 max_bytes, gint64 max_age,
+			  HsmBudgetEvict evict, gpointer evict_data);
+/* Starts the scan of the tree and the evicting thread: evict may be called
+ * from now on. */
+void hsm_budget_start(HsmBudget *budget);
 /* Stops the threads: no evict call runs once it returns; notes are still
  * taken.  The owner stops the budget before it tears down what evict
  * uses. */
@@ -35,8 +39,13 @@ void hsm_budget_stop(HsmBudget *budget);
 void hsm_budget_free(HsmBudget *budget);
 
 /* relpath now holds present bytes and was just used.  Any thread; never
- * calls back. */
-void hsm_budget_note(HsmBudget *budget, const char *relpath, guint64 present);
+ * calls back.  TRUE when the cache is over its size limit: the caller (a
+ * writer, holding no lock) should then call hsm_budget_enforce(). */
+gboolean hsm_budget_note(HsmBudget *budget, const char *relpath, guint64 present);
+/* Evicts, on the calling thread, until the cache is down to the low-water
+ * mark (files but except): a writer that keeps writing while the budget's
+ * thread evicts would take the cache past its limit. */
+void hsm_budget_enforce(HsmBudget *budget, const char *except);
 /* relpath and everything below it left the cache tree. */
 void hsm_budget_forget(HsmBudget *budget, const char *relpath);
 

@@ -339,12 +339,13 @@ gboolean hsm_file_save(HsmFile *file, GError **err)
 /* ---- Remote changes ---- */
 
 /* Tells the size budget what the file holds now, and that it was used
- * (the budget's lock is a leaf: fine under file->lock). */
-static void note_usage(HsmFile *file)
+ * (the budget's lock is a leaf: fine under file->lock); TRUE when the
+ * cache is over its limit. */
+static gboolean note_usage(HsmFile *file)
 {
-	if (file->shared->budget && !atomic_load(&file->detached))
-		hsm_budget_note(file->shared->budget, file->relpath,
-				hsm_range_map_total(&file->state.present));
+	return file->shared->budget && !atomic_load(&file->detached) &&
+	       hsm_budget_note(file->shared->budget, file->relpath,
+			       hsm_range_map_total(&file->state.present));
 }
 
 /* Every range absent from now on; readers of the old ranges start over.
@@ -440,6 +441,7 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 			      GError **err)
 {
 	HsmFile *file = fetch->file;
+	gboolean over_limit = FALSE;
 
 	if (!pwrite_all(file->fd, data, len, offset, err) &&
 	    !((g_error_matches(*err, HSM_ERROR, ENOSPC) ||
@@ -450,10 +452,13 @@ static gboolean write_present(Fetch *fetch, guint64 offset, const void *data, gs
 	if (fetch->generation == file->generation) {
 		hsm_range_map_add(&file->state.present, offset, offset + len);
 		file->dirty = TRUE;
-		note_usage(file);
+		over_limit = note_usage(file);
 		wake_waiters(file, FALSE);
 	}
 	g_mutex_unlock(&file->lock);
+	/* Past the limit: room is made before more bytes come. */
+	if (over_limit)
+		hsm_budget_enforce(file->shared->budget, file->relpath);
 	return TRUE;
 }
 

@@ -412,7 +412,7 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 	/* Without a limit, still there: a full file system evicts too. */
 	tree->budget = tree->shared.budget = hsm_budget_new(
 		tree->store, tree->options.max_cache_size ? tree->options.max_cache_size : G_MAXUINT64,
-		evict_for_budget, tree);
+		tree->options.max_cache_age, evict_for_budget, tree);
 	g_mutex_init(&tree->lock);
 	g_cond_init(&tree->populate_done);
 	g_cond_init(&tree->flusher_wake);
@@ -421,6 +421,7 @@ HsmTree *hsm_tree_open(const HsmTreeOptions *options, GError **err)
 	tree->populating = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	tree->detached = g_ptr_array_new();
 	tree->flusher = g_thread_new("hsm-flusher", flusher_main, tree);
+	hsm_budget_start(tree->budget);
 	return tree;
 }
 

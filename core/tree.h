@@ -27,6 +27,7 @@ typedef struct {
 	guint64 max_window;     /* largest fetch of a sequential reader */
 	gsize max_listing;      /* largest listing page accepted */
 	guint64 max_cache_size; /* bytes of file data kept; 0: no limit */
+	gint64 max_cache_age;   /* usec a file's bytes are kept unused; 0: no limit */
 	gint64 dir_cache_time;  /* usec a listing is used before it is revalidated
 				 * (or less, if the server's max-age says so);
 				 * -1: forever */

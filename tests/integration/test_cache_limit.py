@@ -163,3 +163,28 @@ def test_pinned_file_survives_the_limit(origin, tmpfs, mount_factory):
     assert httphsm("status", pinned).stdout.startswith("online")
     usage = httphsm("status", "--bytes", m.mountpoint).stdout.splitlines()[0].split()
     assert usage[0] == "cache" and int(usage[1]) <= LIMIT + MiB and usage[3] == str(LIMIT)
+
+
+@pytest.mark.parametrize("mode", ["fuse", "fanotify"])
+def test_unused_files_age_out(mode, origin, tmpfs, mount_factory, fan_factory):
+    """--cache-max-age 2s: a file read once is evicted a few seconds later;
+    one read again meanwhile is not."""
+    root, server = origin
+    args = ["--cache-max-age", "2s"]
+    if mode == "fuse":
+        m = mount_factory(server.url, cache=str(tmpfs / "cache"), args=args)
+    else:
+        m = fan_factory(server.url, args=args)
+    walk_to(m.mountpoint, "data/x")
+    old, kept = m.path("data", "f00.bin"), m.path("data", "f01.bin")
+    assert httphsm("prefetch", old).returncode == 0
+    assert httphsm("prefetch", kept).returncode == 0
+    deadline = time.time() + 20
+    while httphsm("status", old).stdout.startswith("full") and time.time() < deadline:
+        # prefetch goes through the daemon, so it is a use in both modes
+        # (fanotify mode does not see reads of complete files).
+        assert httphsm("prefetch", kept).returncode == 0
+        time.sleep(0.5)
+    assert httphsm("status", old).stdout.startswith("online")
+    assert httphsm("status", kept).stdout.startswith("full")
+    assert sha256(old) == sha256(os.path.join(root, "data/f00.bin"))

@@ -59,6 +59,12 @@ static void fixture_teardown(Fixture *fx, gconstpointer data)
 	g_free(fx->dir);
 }
 
+static void start_budget(Fixture *fx, HsmBudget *budget)
+{
+	fx->budget = budget;
+	hsm_budget_start(budget);
+}
+
 static guint evicted_count(Fixture *fx)
 {
 	guint count;
@@ -98,7 +104,7 @@ static void test_scan_then_least_recently_used_first(Fixture *fx, gconstpointer 
 	make_cache_file(fx, "old", 40 * KIB, 1000);
 	make_cache_file(fx, "d/older", 40 * KIB, 500);
 	make_cache_file(fx, "d/recent", 40 * KIB, 3000);
-	fx->budget = hsm_budget_new(fx->store, 200 * KIB, evict, fx);
+	start_budget(fx, hsm_budget_new(fx->store, 200 * KIB, 0, evict, fx));
 	for (int i = 0; i < 500 && hsm_budget_used(fx->budget) < 120 * KIB; i++)
 		g_usleep(10 * 1000);
 	g_assert_cmpuint(hsm_budget_used(fx->budget), ==, 120 * KIB);
@@ -121,7 +127,7 @@ static void test_scan_then_least_recently_used_first(Fixture *fx, gconstpointer 
 static void test_refused_and_recently_used_files_stay(Fixture *fx, gconstpointer data)
 {
 	(void)data;
-	fx->budget = hsm_budget_new(fx->store, 100 * KIB, evict, fx);
+	start_budget(fx, hsm_budget_new(fx->store, 100 * KIB, 0, evict, fx));
 	fx->refuse = "open";
 	hsm_budget_note(fx->budget, "open", 30 * KIB);
 	g_usleep(2000);
@@ -140,7 +146,7 @@ static void test_refused_and_recently_used_files_stay(Fixture *fx, gconstpointer
 static void test_forget_removes_a_subtree(Fixture *fx, gconstpointer data)
 {
 	(void)data;
-	fx->budget = hsm_budget_new(fx->store, 1024 * KIB, evict, fx);
+	start_budget(fx, hsm_budget_new(fx->store, 1024 * KIB, 0, evict, fx));
 	hsm_budget_note(fx->budget, "d/a", 10 * KIB);
 	hsm_budget_note(fx->budget, "d/e/b", 20 * KIB);
 	hsm_budget_note(fx->budget, "dd", 40 * KIB);
@@ -148,6 +154,21 @@ static void test_forget_removes_a_subtree(Fixture *fx, gconstpointer data)
 	g_assert_cmpuint(hsm_budget_used(fx->budget), ==, 40 * KIB);
 	hsm_budget_note(fx->budget, "dd", 0);
 	g_assert_cmpuint(hsm_budget_used(fx->budget), ==, 0);
+}
+
+/* With an age limit, a file unused for longer goes, the others stay. */
+static void test_old_files_go(Fixture *fx, gconstpointer data)
+{
+	(void)data;
+	make_cache_file(fx, "ancient", 4 * KIB, g_get_real_time() / G_USEC_PER_SEC - 7200);
+	make_cache_file(fx, "fresh", 4 * KIB, g_get_real_time() / G_USEC_PER_SEC);
+	start_budget(fx, hsm_budget_new(fx->store, G_MAXUINT64, (gint64)3600 * G_USEC_PER_SEC,
+					evict, fx));
+	wait_evictions(fx, 1);
+	g_assert_cmpstr(fx->evicted->pdata[0], ==, "ancient");
+	g_usleep(100 * 1000);
+	g_assert_cmpuint(evicted_count(fx), ==, 1);
+	g_assert_cmpuint(hsm_budget_used(fx->budget), ==, 4 * KIB);
 }
 
 int main(int argc, char **argv)
@@ -159,5 +180,6 @@ int main(int argc, char **argv)
 	ADD("/budget/refused-and-recently-used-files-stay",
 	    test_refused_and_recently_used_files_stay);
 	ADD("/budget/forget-removes-a-subtree", test_forget_removes_a_subtree);
+	ADD("/budget/old-files-go", test_old_files_go);
 	return g_test_run();
 }
