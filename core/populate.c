@@ -4,7 +4,8 @@
  * size is rounded or whose mtime is not shown, then the cache directory is
  * made to match: new files are created complete (size, mtime) before they
  * get their name, so no reader ever sees a half-made entry; entries whose
- * size or mtime changed lose their cached data; vanished entries go.
+ * size or mtime changed lose their cached data, a new version renamed over
+ * the old one (whose holders keep it); vanished entries go.
  *
  * A listing seen before is asked for again conditionally (its ETag or
  * Last-Modified); a 304, or the same bytes from a server that sends no
@@ -154,25 +155,47 @@ static gboolean set_dir_mtime(int dirfd, const char *name, const HsmListingEntry
 	return ok;
 }
 
-/* Creates a complete sparse file and only then links it under its name. */
-static gboolean create_file(int dirfd, const HsmListingEntry *entry)
+/* An unnamed sparse file in dirfd's file system with the entry's size and
+ * mtime, or -1 with errno set. */
+static int make_unnamed_file(int dirfd, const HsmListingEntry *entry)
 {
-	char proc_path[64];
 	int fd, saved_errno;
-	gboolean ok;
 
 	if (entry->size > G_MAXINT64) {
 		errno = EFBIG;
-		return FALSE;
+		return -1;
 	}
 	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
 	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)entry->size) == 0 && hsm_store_set_mtime(fd, entry_mtime(entry)))
+		return fd;
+	saved_errno = errno;
+	close(fd);
+	errno = saved_errno;
+	return -1;
+}
+
+/* Names an unnamed file (without CAP_DAC_READ_SEARCH, through /proc). */
+static gboolean link_unnamed(int fd, int dirfd, const char *name)
+{
+	char proc_path[64];
+
+	if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0)
+		return TRUE;
+	g_snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc_path, dirfd, name, AT_SYMLINK_FOLLOW) == 0;
+}
+
+/* Creates a complete sparse file and only then links it under its name. */
+static gboolean create_file(int dirfd, const HsmListingEntry *entry)
+{
+	int fd = make_unnamed_file(dirfd, entry), saved_errno;
+	gboolean ok;
+
+	if (fd < 0)
 		return FALSE;
-	ok = ftruncate(fd, (off_t)entry->size) == 0 && hsm_store_set_mtime(fd, entry_mtime(entry));
-	if (ok && linkat(fd, "", dirfd, entry->name, AT_EMPTY_PATH) < 0) {
-		g_snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
-		ok = linkat(AT_FDCWD, proc_path, dirfd, entry->name, AT_SYMLINK_FOLLOW) == 0;
-	}
+	ok = link_unnamed(fd, dirfd, entry->name);
 	saved_errno = errno;
 	close(fd);
 	errno = saved_errno;
@@ -228,6 +251,41 @@ static gboolean remove_entry(const HsmPopulator *pop, int dirfd, const char *par
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
 
+/* A new version of a file takes the old one's place in one rename: made
+ * complete in the staging directory, then renamed over the old name, so
+ * that a reader opening the name finds one version or the other, never
+ * nothing; one holding the old version open keeps it.  Its state and what
+ * the owner remembers go first, as when an entry is removed. */
+static gboolean replace_file(const HsmPopulator *pop, int dirfd, const char *parent,
+			     const HsmListingEntry *entry)
+{
+	static gint counter;
+	g_autofree char *relpath = hsm_path_join(parent, entry->name);
+	int staging = hsm_store_staging_fd(pop->store);
+	int fd = make_unnamed_file(dirfd, entry), saved_errno;
+	char name[64];
+	gboolean ok;
+
+	if (fd < 0)
+		return FALSE;
+	g_snprintf(name, sizeof(name), "%d-%d", (int)getpid(), g_atomic_int_add(&counter, 1));
+	ok = link_unnamed(fd, staging, name);
+	saved_errno = errno;
+	close(fd);
+	if (!ok) {
+		errno = saved_errno;
+		return FALSE;
+	}
+	hsm_store_forget(pop->store, relpath);
+	pop->forget(pop->data, relpath);
+	if (renameat(staging, name, dirfd, entry->name) == 0)
+		return TRUE;
+	saved_errno = errno;
+	unlinkat(staging, name, 0);
+	errno = saved_errno;
+	return FALSE;
+}
+
 /* Creates a listed entry the cache directory does not have.  Returns
  * FALSE with errno set. */
 static gboolean create_entry(int dirfd, const HsmListingEntry *entry)
@@ -253,10 +311,12 @@ static gboolean reconcile_entry(const HsmPopulator *pop, int dirfd, const char *
 		if (!want_dir && S_ISREG(st.st_mode) && (guint64)st.st_size == entry->size &&
 		    cached_mtime(dirfd, entry->name, &st) == entry_mtime(entry))
 			return TRUE;
-		/* Another version, or another type: drop what we had. */
+		*replaced = TRUE;
+		if (!want_dir && S_ISREG(st.st_mode) && hsm_store_staging_fd(pop->store) >= 0)
+			return replace_file(pop, dirfd, relpath, entry);
+		/* Another type: drop what we had. */
 		if (!remove_entry(pop, dirfd, relpath, entry->name))
 			return FALSE;
-		*replaced = TRUE;
 	} else if (errno != ENOENT) {
 		return FALSE;
 	}

@@ -21,7 +21,9 @@ struct HsmStore {
 	char *url;
 	char *tree_path;
 	char *state_path;
+	char *staging_path;
 	int tree_fd;
+	int staging_fd;         /* -1 unless this process serves the cache */
 	int lock_fd;            /* -1 unless this process serves the cache */
 };
 
@@ -47,6 +49,11 @@ const char *hsm_store_dir(HsmStore *store)
 const char *hsm_store_url(HsmStore *store)
 {
 	return store->url;
+}
+
+int hsm_store_staging_fd(HsmStore *store)
+{
+	return store->staging_fd;
 }
 
 const char *hsm_store_tree_path(HsmStore *store)
@@ -148,8 +155,29 @@ static HsmStore *store_new(const char *dir)
 	store->dir = g_canonicalize_filename(dir, NULL);
 	store->tree_path = g_build_filename(store->dir, "tree", NULL);
 	store->state_path = g_build_filename(store->dir, "state", NULL);
-	store->tree_fd = store->lock_fd = -1;
+	store->staging_path = g_build_filename(store->dir, "staging", NULL);
+	store->tree_fd = store->staging_fd = store->lock_fd = -1;
 	return store;
+}
+
+/* Files a crash left half-way to their place are of no use. */
+static gboolean open_staging(HsmStore *store, GError **err)
+{
+	g_autoptr(GDir) dir = NULL;
+	const char *name;
+
+	if (!make_dir(store->staging_path, err))
+		return FALSE;
+	dir = g_dir_open(store->staging_path, 0, NULL);
+	while (dir && (name = g_dir_read_name(dir))) {
+		g_autofree char *path = g_build_filename(store->staging_path, name, NULL);
+
+		g_unlink(path);
+	}
+	store->staging_fd = open(store->staging_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (store->staging_fd < 0)
+		return hsm_errno_error(err, errno, "cannot open", store->staging_path);
+	return TRUE;
 }
 
 static gboolean open_tree(HsmStore *store, GError **err)
@@ -167,7 +195,8 @@ HsmStore *hsm_store_open(const char *dir, const char *url, gboolean lock, GError
 	store->url = g_strdup(url);
 	if (!make_dir(store->dir, err) || !make_dir(store->tree_path, err) ||
 	    !make_dir(store->state_path, err) || (lock && !take_lock(store, err)) ||
-	    !bind_url(store->dir, url, err) || !open_tree(store, err)) {
+	    !bind_url(store->dir, url, err) || !open_tree(store, err) ||
+	    (lock && !open_staging(store, err))) {
 		hsm_store_close(store);
 		return NULL;
 	}
@@ -192,12 +221,15 @@ void hsm_store_close(HsmStore *store)
 		return;
 	if (store->tree_fd >= 0)
 		close(store->tree_fd);
+	if (store->staging_fd >= 0)
+		close(store->staging_fd);
 	if (store->lock_fd >= 0)
 		close(store->lock_fd);
 	g_free(store->dir);
 	g_free(store->url);
 	g_free(store->tree_path);
 	g_free(store->state_path);
+	g_free(store->staging_path);
 	g_free(store);
 }
 

@@ -9,6 +9,8 @@
  *   DIR/state/xx/HASH     per-entry state (GKeyFile), HASH = sha256 of the
  *                         entry's relpath, so any remote name maps to a
  *                         fixed-size file name.
+ *   DIR/staging/          new versions of files, made complete here and
+ *                         renamed over the old ones (emptied at start).
  *
  * A file's state lists the byte ranges of tree/PATH that hold fetched data.
  * It is replaced atomically (write, fsync, rename) and only after the data
@@ -41,6 +43,9 @@ const char *hsm_store_url(HsmStore *store);
 const char *hsm_store_tree_path(HsmStore *store);
 /* An O_PATH descriptor of tree/, for *at() calls. */
 int hsm_store_tree_fd(HsmStore *store);
+/* An O_PATH descriptor of staging/ (same file system as tree/), or -1 for
+ * a cache opened without the daemon lock. */
+int hsm_store_staging_fd(HsmStore *store);
 
 /* The default cache directory for url: $XDG_CACHE_HOME/httphsm/HOST-HASH. */
 char *hsm_store_default_dir(const char *url);

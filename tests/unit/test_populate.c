@@ -219,8 +219,11 @@ static void test_relisting_removes_and_forgets(Fixture *fx, gconstpointer data)
 static void test_changed_file_loses_its_data(Fixture *fx, gconstpointer data)
 {
 	g_autoptr(GError) err = NULL;
+	g_autofree char *staging = NULL;
 	HsmFileState state;
-	int fd;
+	char old[4];
+	int fd, held;
+	GDir *dir;
 
 	(void)data;
 	set_listing(fx, "/", (const char *const[]){ "a|8192", NULL });
@@ -234,10 +237,20 @@ static void test_changed_file_loses_its_data(Fixture *fx, gconstpointer data)
 	g_assert_true(hsm_store_save_file(fx->store, "a", &state, &err));
 	hsm_file_state_clear(&state);
 
+	held = openat(hsm_store_tree_fd(fx->store), "a", O_RDONLY);
 	set_listing(fx, "/", (const char *const[]){ "a|9000", NULL });
 	g_assert_true(populate(fx, "", &err));
 	g_assert_no_error(err);
 	assert_file(fx, "a", 9000);
+	/* Replaced by a rename: the old version lives on for its holder, and
+	 * nothing is left in the staging directory. */
+	g_assert_cmpint(pread(held, old, 4, 0), ==, 4);
+	g_assert_cmpmem(old, 4, "old!", 4);
+	close(held);
+	staging = g_build_filename(fx->cache.dir, "staging", NULL);
+	dir = g_dir_open(staging, 0, NULL);
+	g_assert_null(g_dir_read_name(dir));
+	g_dir_close(dir);
 	hsm_file_state_init(&state);
 	g_assert_false(hsm_store_load_file(fx->store, "a", &state));
 	hsm_file_state_clear(&state);
