@@ -188,3 +188,35 @@ def test_unused_files_age_out(mode, origin, tmpfs, mount_factory, fan_factory):
     assert httphsm("status", old).stdout.startswith("online")
     assert httphsm("status", kept).stdout.startswith("full")
     assert sha256(old) == sha256(os.path.join(root, "data/f00.bin"))
+
+
+def test_limit_and_pins_survive_a_remount(origin, tmpfs, mount_factory):
+    """A new daemon counts what the cache holds (a scan, no record needed)
+    and keeps pins: reading on after a remount stays within the limit."""
+    root, server = origin
+    cache = str(tmpfs / "cache")
+    args = ["--cache-max-size", f"{LIMIT // MiB}M"]
+    m = mount_factory(server.url, cache=cache, args=args)
+    walk_to(m.mountpoint, "data/x")
+    pinned = m.path("data", "f00.bin")
+    assert httphsm("prefetch", "--pin", pinned).returncode == 0
+    for i in range(1, 5):
+        assert httphsm("prefetch", m.path("data", f"f{i:02}.bin")).returncode == 0
+    held = cached_bytes(cache)
+    m.umount()
+
+    m = mount_factory(server.url, name="again", cache=cache, args=args)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        usage = httphsm("status", "--bytes", m.mountpoint).stdout.splitlines()[0].split()
+        if int(usage[1]) >= held:
+            break
+        time.sleep(0.2)
+    assert int(usage[1]) == held
+    walk_to(m.mountpoint, "data/x")
+    for i in range(5, FILES):
+        name = f"data/f{i:02}.bin"
+        assert sha256(m.path(name)) == sha256(os.path.join(root, name)), name
+        assert cached_bytes(cache) <= BOUND
+    status = httphsm("status", m.path("data", "f00.bin")).stdout
+    assert status.startswith("full") and "(pinned)" in status
