@@ -78,7 +78,8 @@ def test_hostile_listing_is_contained(error_site, mount_factory, tmp_path):
     tree = os.path.join(m.cache_dir, "tree")
     assert sorted(os.listdir(os.path.join(tree, "hostile"))) == ["good.txt"]
     assert sorted(os.listdir(m.cache_dir)) == ["control.sock", "httphsm.conf", "httphsm.log",
-                                                "lock", "state", "tree"]
+                                                "lock", "staging", "state", "tree"]
+    assert os.listdir(os.path.join(m.cache_dir, "staging")) == []
     assert not os.path.exists(tmp_path / "escape")
 
 
