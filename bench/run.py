@@ -117,8 +117,11 @@ MIB = 1 << 20
 # small part of it, short enough that the reads of a full run (each thread
 # count, each repetition, each contender) fit in hours, not days.
 SEQ_SPAN = {"W1": 256 * MIB, "W2": 1024 * MIB}
-# The listing time-to-live of ls-5000-revalidated (seconds).
+# The listing time-to-live of ls-5000-revalidated, and how long its `ls -l`
+# may take (seconds): a client whose listing takes longer than the TTL may
+# never finish.
 REVALIDATE_TTL = 2
+REVALIDATE_LIMIT = 60
 
 # The physical floor of each cold time figure on a WAN link, in round trips:
 # what any client must wait for, given that its connections are warm after
@@ -561,14 +564,18 @@ class LinkRun:
         time.sleep(REVALIDATE_TTL + 1)
         settle(server)
         server.clear_log()
-        result = self.ls(c)(server)
+        try:
+            result = self.ls(c, timeout=REVALIDATE_LIMIT)(server)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"ls -l did not finish in {REVALIDATE_LIMIT} s: listings "
+                         f"kept {REVALIDATE_TTL} s expire while being made")
         c.umount()
         return result
 
     @staticmethod
-    def ls(c):
+    def ls(c, timeout=600):
         def run(server):
-            elapsed, r = timed(f"ls -l {c.path('many')}")
+            elapsed, r = timed(f"ls -l {c.path('many')}", timeout)
             entries = len(r.stdout.splitlines()) - 1
             if entries != 5000:
                 raise Failed(f"{entries} entries listed")
