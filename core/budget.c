@@ -227,6 +227,24 @@ static void refused(HsmBudget *budget, const char *relpath, GError *err)
 	g_mutex_unlock(&budget->lock);
 }
 
+/* Evicts relpath; called and returns with budget->lock held, which it
+ * releases meanwhile.  TRUE when the bytes went. */
+static gboolean evict_one(HsmBudget *budget, const char *relpath, const char *why)
+{
+	GError *err = NULL;
+	gboolean evicted;
+
+	g_mutex_unlock(&budget->lock);
+	evicted = budget->evict(budget->evict_data, relpath, &err);
+	if (evicted)
+		g_debug("evicted %s: %s", relpath, why);
+	else
+		refused(budget, relpath, err);
+	g_clear_error(&err);
+	g_mutex_lock(&budget->lock);
+	return evicted;
+}
+
 /* Evicts candidates in order: for size, until the total is down to the
  * low-water mark; else those last used before the age limit.  Called and
  * returns with budget->lock held. */
@@ -237,20 +255,12 @@ static void evict_round(HsmBudget *budget, gboolean for_size, const char *except
 
 	for (guint i = 0; i < list->len && !budget->stopping; i++) {
 		const Candidate *c = &g_array_index(list, Candidate, i);
-		GError *err = NULL;
 
 		if (for_size ? budget->total <= budget->low : c->used >= cutoff)
 			break;
-		if (except && !strcmp(c->relpath, except))
-			continue;
-		g_mutex_unlock(&budget->lock);
-		if (budget->evict(budget->evict_data, c->relpath, &err))
-			g_debug("evicted %s: %s", c->relpath,
-				for_size ? "the cache is over its size" : "unused for too long");
-		else
-			refused(budget, c->relpath, err);
-		g_clear_error(&err);
-		g_mutex_lock(&budget->lock);
+		if (!except || strcmp(c->relpath, except))
+			evict_one(budget, c->relpath,
+				  for_size ? "the cache is over its size" : "unused for too long");
 	}
 }
 
@@ -279,17 +289,10 @@ guint64 hsm_budget_reclaim(HsmBudget *budget, guint64 want, const char *except)
 		const char *relpath = g_array_index(list, Candidate, i).relpath;
 		Entry *entry = g_hash_table_lookup(budget->entries, relpath);
 		guint64 bytes = entry ? entry->bytes : 0;
-		GError *err = NULL;
 
-		if (!bytes || !strcmp(relpath, except))
-			continue;
-		g_mutex_unlock(&budget->lock);
-		if (budget->evict(budget->evict_data, relpath, &err))
+		if (bytes && strcmp(relpath, except) &&
+		    evict_one(budget, relpath, "the cache file system is full"))
 			freed += bytes;
-		else
-			refused(budget, relpath, err);
-		g_clear_error(&err);
-		g_mutex_lock(&budget->lock);
 	}
 	g_mutex_unlock(&budget->lock);
 	return freed;
