@@ -172,20 +172,6 @@ def timed(cmd, timeout=600):
     return elapsed, r
 
 
-def settle(server, quiet=1.0, limit=15):
-    """Waits until the server logged nothing new for `quiet` seconds: a
-    client may still be transferring after the command returned, and nginx
-    logs a request when it ends."""
-    deadline, last, last_change = time.time() + limit, -1, time.time()
-    while time.time() < deadline:
-        size = os.path.getsize(server.log_path) if os.path.exists(server.log_path) else 0
-        if size != last:
-            last, last_change = size, time.time()
-        elif time.time() - last_change >= quiet:
-            return
-        time.sleep(0.1)
-
-
 def wait_for(path, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -542,7 +528,7 @@ class LinkRun:
             lines = len(r.stdout.splitlines())
             if lines < 5:
                 raise Failed((r.stderr.strip().splitlines() or ["no output"])[-1])
-            settle(server)
+            server.settle(quiet=1.0, limit=15)
             return {"seconds": round(elapsed, 4),
                     "bytes": server.bytes_sent(fetched_file) if c.network else 0}
         return run
@@ -562,7 +548,7 @@ class LinkRun:
         self.fresh(c, server, ttl=REVALIDATE_TTL)
         self.ls(c)(server)
         time.sleep(REVALIDATE_TTL + 1)
-        settle(server)
+        server.settle(quiet=1.0, limit=15)
         server.clear_log()
         try:
             result = self.ls(c, timeout=REVALIDATE_LIMIT)(server)
@@ -579,7 +565,7 @@ class LinkRun:
             entries = len(r.stdout.splitlines()) - 1
             if entries != 5000:
                 raise Failed(f"{entries} entries listed")
-            settle(server)
+            server.settle(quiet=1.0, limit=15)
             return {"seconds": round(elapsed, 4), "requests": len(server.requests())}
         return run
 
