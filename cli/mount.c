@@ -27,6 +27,7 @@ typedef struct {
 	char *credentials;
 	gboolean netrc;
 	char *proxy;
+	char *proxy_credentials;
 	char *cacert;
 	gboolean insecure;
 	char *user_agent;
@@ -200,7 +201,11 @@ static GOptionContext *mount_context(MountOptions *o)
 		{ "netrc", 0, 0, G_OPTION_ARG_NONE, &o->netrc,
 		  "Take HTTP credentials from ~/.netrc", NULL },
 		{ "proxy", 0, 0, G_OPTION_ARG_STRING, &o->proxy,
-		  "Proxy (default: the http_proxy/https_proxy variables)", "URL" },
+		  "HTTP or HTTPS proxy, e.g. http://squid:3128 (default: the http_proxy, "
+		  "https_proxy and no_proxy variables, as curl reads them)", "URL" },
+		{ "proxy-user", 0, 0, G_OPTION_ARG_STRING, &o->proxy_credentials,
+		  "Proxy authentication (Basic, Digest or NTLM, as the proxy asks)",
+		  "USER:PASSWORD" },
 		{ "cacert", 0, 0, G_OPTION_ARG_FILENAME, &o->cacert,
 		  "CA certificates to verify the server with", "FILE" },
 		{ "insecure", 'k', 0, G_OPTION_ARG_NONE, &o->insecure,
@@ -253,6 +258,7 @@ static void mount_options_clear(MountOptions *o)
 	g_strfreev(o->fuse_options);
 	g_free(o->credentials);
 	g_free(o->proxy);
+	g_free(o->proxy_credentials);
 	g_free(o->cacert);
 	g_free(o->user_agent);
 	g_free(o->min_rate);
@@ -278,6 +284,7 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 	tree->fetch.credentials = g_strdup(o->credentials);
 	tree->fetch.netrc = o->netrc;
 	tree->fetch.proxy = g_strdup(o->proxy);
+	tree->fetch.proxy_credentials = g_strdup(o->proxy_credentials);
 	tree->fetch.cacert = g_strdup(o->cacert);
 	tree->fetch.insecure = o->insecure;
 	tree->fetch.user_agent = g_strdup(o->user_agent);

@@ -72,6 +72,7 @@ void hsm_fetch_options_copy(HsmFetchOptions *to, const HsmFetchOptions *from)
 	to->user_agent = g_strdup(from->user_agent);
 	to->credentials = g_strdup(from->credentials);
 	to->proxy = g_strdup(from->proxy);
+	to->proxy_credentials = g_strdup(from->proxy_credentials);
 	to->cacert = g_strdup(from->cacert);
 }
 
@@ -80,6 +81,7 @@ void hsm_fetch_options_clear(HsmFetchOptions *options)
 	g_free(options->user_agent);
 	g_free(options->credentials);
 	g_free(options->proxy);
+	g_free(options->proxy_credentials);
 	g_free(options->cacert);
 	memset(options, 0, sizeof(*options));
 }
@@ -98,6 +100,7 @@ static void response_clear(HsmResponse *response)
 	response->etag = response->last_modified = response->cache_control = NULL;
 	response->content_range = NULL;
 	response->retry_after = -1;
+	response->age = 0;
 }
 
 /* ---- Callbacks from libcurl ---- */
@@ -130,6 +133,10 @@ static size_t on_header(char *line, size_t size, size_t count, void *user)
 		g_autofree char *value = strip_header_value(line, len, 12);
 
 		response->retry_after = hsm_retry_after_parse(value);
+	} else if (len > 4 && !g_ascii_strncasecmp(line, "Age:", 4)) {
+		g_autofree char *value = strip_header_value(line, len, 4);
+
+		response->age = hsm_age_parse(value);
 	}
 	return len;
 }
@@ -191,6 +198,10 @@ static void set_common_options(Transfer *t, CURL *curl)
 		curl_easy_setopt(curl, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
 	if (o->proxy)
 		curl_easy_setopt(curl, CURLOPT_PROXY, o->proxy);
+	if (o->proxy_credentials) {
+		curl_easy_setopt(curl, CURLOPT_PROXYUSERPWD, o->proxy_credentials);
+		curl_easy_setopt(curl, CURLOPT_PROXYAUTH, (long)CURLAUTH_ANY);
+	}
 	if (o->cacert)
 		curl_easy_setopt(curl, CURLOPT_CAINFO, o->cacert);
 	if (o->insecure) {

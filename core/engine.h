@@ -24,6 +24,7 @@ typedef struct {
 	char *credentials;     /* "user:password" for HTTP auth, or NULL */
 	gboolean netrc;        /* read credentials from ~/.netrc */
 	char *proxy;           /* NULL: libcurl's environment variables */
+	char *proxy_credentials; /* "user:password" for the proxy, or NULL */
 	char *cacert;          /* CA bundle, NULL: the system's */
 	gboolean insecure;     /* skip TLS verification */
 	guint max_connections; /* HTTP/1.1 transfers at once (HTTP/2 multiplexes) */
@@ -46,6 +47,7 @@ typedef struct {
 	char *cache_control;
 	char *content_range;
 	gint64 retry_after;          /* seconds, -1 when absent */
+	gint64 age;                  /* seconds a cache has held it (Age), 0 when absent */
 	char error[CURL_ERROR_SIZE]; /* libcurl's detailed message */
 } HsmResponse;
 

@@ -148,6 +148,9 @@ static void fill_page(CURL *curl, const HsmResponse *response, HsmPage *page, GB
 	page->validators.etag = g_strdup(response->etag);
 	page->validators.last_modified = g_strdup(response->last_modified);
 	page->max_age = hsm_cache_control_max_age(response->cache_control);
+	/* A cache in between has already used up part of that. */
+	if (page->max_age > 0)
+		page->max_age = MAX(page->max_age - response->age, 0);
 }
 
 static HsmAttempt page_ended(gpointer data, CURL *curl, CURLcode *rc, const HsmResponse *response,
@@ -323,6 +326,9 @@ typedef struct {
 	char *url;
 	guint64 start, end;
 	guint64 size;            /* the file's known size: no byte at or past it is written */
+	char *if_range;          /* the If-Range line for the version held, or NULL */
+	gboolean revalidate;     /* caches must ask the origin */
+	struct curl_slist *headers; /* of the current attempt */
 	guint64 next;            /* first byte of [start, end) not yet written */
 	HsmRangeSink sink;
 	gpointer user_data;
@@ -405,6 +411,21 @@ static size_t on_range_body(char *data, size_t size, size_t count, void *user)
 	return size * count;
 }
 
+/* If-Range, and after a change or a failed attempt, no-cache: a cache may
+ * still hold parts of an old version (nginx's slice module then hangs up
+ * on a request that would mix them), and only the origin can say which
+ * is current.  (nginx needs proxy_cache_bypass for that: docs/fleet.md.) */
+static void set_range_headers(RangeRequest *r, CURL *curl)
+{
+	curl_slist_free_all(g_steal_pointer(&r->headers));
+	if (r->if_range)
+		r->headers = curl_slist_append(r->headers, r->if_range);
+	if (r->revalidate)
+		r->headers = curl_slist_append(r->headers, "Cache-Control: no-cache");
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, r->headers);
+	r->revalidate = TRUE; /* for the next attempt, if any */
+}
+
 static void range_prepare(gpointer data, CURL *curl, const HsmResponse *response)
 {
 	RangeRequest *r = data;
@@ -416,6 +437,7 @@ static void range_prepare(gpointer data, CURL *curl, const HsmResponse *response
 	g_snprintf(range, sizeof(range), "%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, r->next,
 		   r->end - 1);
 	curl_easy_setopt(curl, CURLOPT_RANGE, range);
+	set_range_headers(r, curl);
 	/* Large pieces: each one is a pwrite() and a wake-up of readers. */
 	curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, RANGE_BUFFER_SIZE);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_range_body);
@@ -465,6 +487,8 @@ static void range_finish(gpointer data, GError *err)
 
 	g_clear_error(&r->fatal);
 	r->sink.done(r->user_data, err);
+	curl_slist_free_all(r->headers);
+	g_free(r->if_range);
 	g_free(r->url);
 	g_free(r);
 }
@@ -476,15 +500,35 @@ static const HsmTransferOps range_ops = {
 	.finish = range_finish,
 };
 
+/* If-Range naming the version held, or NULL.  A weak ETag may not be sent
+ * there, nor a date when there is an ETag (RFC 9110 13.1.5); a
+ * Last-Modified date is taken as strong, as nginx and Apache compare it
+ * exactly.  Validators come from the server: a value that could end the
+ * header line is not sent. */
+static char *if_range_line(const HsmHeldVersion *held)
+{
+	g_autofree char *date = NULL;
+
+	if (held->etag) {
+		if (g_str_has_prefix(held->etag, "W/") || strpbrk(held->etag, "\r\n"))
+			return NULL;
+		return g_strdup_printf("If-Range: %s", held->etag);
+	}
+	date = held->mtime >= 0 ? hsm_http_date_format(held->mtime) : NULL;
+	return date ? g_strdup_printf("If-Range: %s", date) : NULL;
+}
+
 void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
-		     guint64 size, const HsmRangeSink *sink, gpointer user_data)
+		     const HsmHeldVersion *held, const HsmRangeSink *sink, gpointer user_data)
 {
 	RangeRequest *r = g_new0(RangeRequest, 1);
 
 	r->url = g_strdup(url);
 	r->start = r->next = start;
-	r->end = MIN(end, size);
-	r->size = size;
+	r->end = MIN(end, held->size);
+	r->size = held->size;
+	r->if_range = if_range_line(held);
+	r->revalidate = held->revalidate;
 	r->sink = *sink;
 	r->user_data = user_data;
 	hsm_engine_submit(fetcher->engine, url, FALSE, &range_ops, r);

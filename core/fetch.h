@@ -88,10 +88,21 @@ typedef struct {
 	gboolean (*wanted)(gpointer user_data);
 } HsmRangeSink;
 
-/* Queues a GET of [start, end) of url, a file of size bytes (G_MAXUINT64:
- * unknown); returns at once.  Bytes the server sends past the range of a
- * 206 or past size are cut, never written. */
+/* The version of a file a range request adds bytes to. */
+typedef struct {
+	guint64 size;          /* G_MAXUINT64 when unknown */
+	const char *etag;      /* NULL when unknown */
+	gint64 mtime;          /* Last-Modified; -1 when unknown */
+	gboolean revalidate;   /* it changed lately: caches on the way must ask the origin */
+} HsmHeldVersion;
+
+/* Queues a GET of [start, end) of url, bytes of the version held; returns
+ * at once.  With a validator the request carries If-Range, so that a
+ * server (or cache) whose file changed answers 200 with the new version,
+ * which check() sees, rather than a 206 of new bytes that would be
+ * spliced onto old ones.  Bytes the server sends past the range of a 206
+ * or past the size are cut, never written. */
 void hsm_fetch_range(HsmFetcher *fetcher, const char *url, guint64 start, guint64 end,
-		     guint64 size, const HsmRangeSink *sink, gpointer user_data);
+		     const HsmHeldVersion *held, const HsmRangeSink *sink, gpointer user_data);
 
 #endif

@@ -2,8 +2,8 @@
  *
  * The path of a read: hsm_file_ensure() finds the first missing byte of the
  * range; if a running fetch will write it, it waits for that fetch, else it
- * starts one (aligned to pages, sized by the sequential window, never
- * overlapping present data or another fetch).  The transfer thread writes
+ * starts one (on a grid of blocks, sized by the sequential window, not
+ * overlapping another fetch), with the validators of the version held.  The transfer thread writes
  * each piece libcurl hands over straight into the cache file and marks it
  * present at once, waking the readers waiting for it.
  */
@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PAGE 4096u
 /* The least a sequential reader is fetched ahead: on top of the kernel's
  * own readahead, enough to hide a LAN round trip, and no more, since a
  * reader that stops leaves both behind. */
@@ -30,6 +29,10 @@
 /* A fetch nobody has waited for this long is cancelled (a read-ahead whose
  * reader went away, a trickle its readers gave up on). */
 #define UNWANTED_AFTER_USEC (10 * G_USEC_PER_SEC)
+
+/* How long after a change at the server HTTP caches are asked to
+ * revalidate what they hold of the file (a common proxy_cache_valid). */
+#define CACHES_STALE_FOR (3600)
 
 /* Locks: save_lock before lock; hooks run with neither held.  refs,
  * last_used and detached are atomics, so that the owner can count users
@@ -78,14 +81,25 @@ typedef struct {
 	GCond ready;
 } Waiter;
 
-static guint64 align_down(guint64 offset)
+/* Fetches start and end on a grid of blocks, a power of two no bigger than
+ * the least fetch (except at the end of the file): clients wanting the
+ * same bytes then send the same requests, which an HTTP cache between
+ * them and the origin can answer once for all. */
+static guint64 block_size(const HsmFileShared *shared)
 {
-	return offset & ~(guint64)(PAGE - 1);
+	return (guint64)1 << (g_bit_storage(shared->min_window) - 1);
 }
 
-static guint64 align_up(guint64 offset)
+static guint64 block_down(const HsmFileShared *shared, guint64 offset)
 {
-	return offset > G_MAXUINT64 - PAGE ? G_MAXUINT64 : align_down(offset + PAGE - 1);
+	return offset & ~(block_size(shared) - 1);
+}
+
+static guint64 block_up(const HsmFileShared *shared, guint64 offset)
+{
+	guint64 block = block_size(shared);
+
+	return offset > G_MAXUINT64 - block ? G_MAXUINT64 : block_down(shared, offset + block - 1);
 }
 
 /* Signals the waiters that can go on.  Called with file->lock held. */
@@ -382,6 +396,7 @@ static void reset_content(HsmFile *file, const HsmRemoteInfo *info)
 	g_free(state->etag);
 	state->etag = g_strdup(info->etag);
 	state->last_modified = info->mtime;
+	state->changed = g_get_real_time() / G_USEC_PER_SEC;
 	wake_waiters(file, TRUE);
 }
 
@@ -616,23 +631,37 @@ static guint64 fetch_limit(HsmFile *file, guint64 offset)
 	return limit;
 }
 
+/* Whether the server's copy changed within the last CACHES_STALE_FOR:
+ * HTTP caches on the way may still hold parts of the old version then. */
+static gboolean changed_lately(const HsmFileState *state)
+{
+	return state->changed >= 0 &&
+	       g_get_real_time() / G_USEC_PER_SEC - state->changed < CACHES_STALE_FOR;
+}
+
 /* Starts fetching from the missing byte `missing` to at least `want_end`.
  * Called with file->lock held. */
 static Fetch *start_fetch(HsmFile *file, guint64 missing, guint64 want_end)
 {
 	Fetch *fetch = g_new0(Fetch, 1);
-	guint64 start = align_down(missing);
+	const HsmFileShared *shared = file->shared;
+	HsmHeldVersion held = { .size = file->state.size, .etag = file->state.etag,
+				.mtime = file->state.last_modified,
+				.revalidate = changed_lately(&file->state) };
 
 	fetch->file = file;
 	fetch->refs = 1; /* the transfer's */
 	fetch->generation = file->generation;
 	fetch->wanted_until = g_get_monotonic_time() + UNWANTED_AFTER_USEC;
-	fetch->start = start;
-	fetch->end = MIN(align_up(want_end), fetch_limit(file, missing));
+	/* On the grid even where that fetches again a few bytes present (left
+	 * by a fetch that failed or was cancelled half way). */
+	fetch->start = block_down(shared, missing);
+	fetch->end = MIN(block_up(shared, MIN(want_end, fetch_limit(file, missing))),
+			 file->state.size);
 	g_ptr_array_add(file->fetches, fetch);
 	hsm_file_ref(file);
-	hsm_fetch_range(file->shared->fetcher, file->url, fetch->start, fetch->end,
-			file->state.size, &fetch_sink, fetch);
+	hsm_fetch_range(shared->fetcher, file->url, fetch->start, fetch->end, &held, &fetch_sink,
+			fetch);
 	return fetch;
 }
 
@@ -729,7 +758,7 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 		}
 		if (!fetch) {
 			fetch = start_fetch(file, missing,
-					    MAX(end, align_down(missing) + file->window));
+					    MAX(end, block_down(file->shared, missing) + file->window));
 			started = TRUE;
 		}
 		fetch->refs++;

@@ -56,6 +56,37 @@ gint64 hsm_retry_after_parse(const char *value)
 	return (gint64)MIN(seconds, 86400u);
 }
 
+gint64 hsm_age_parse(const char *value)
+{
+	guint64 seconds;
+	const char *p = value;
+
+	if (!p)
+		return 0;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (!parse_number(&p, &seconds))
+		return 0;
+	return (gint64)MIN(seconds, (guint64)HSM_MAX_AGE_LIMIT);
+}
+
+char *hsm_http_date_format(gint64 unix_time)
+{
+	static const char days[7][4] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+	static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	g_autoptr(GDateTime) time = g_date_time_new_from_unix_utc(unix_time);
+
+	if (!time || g_date_time_get_year(time) > 9999)
+		return NULL;
+	return g_strdup_printf("%s, %02d %s %04d %02d:%02d:%02d GMT",
+			       days[g_date_time_get_day_of_week(time) % 7],
+			       g_date_time_get_day_of_month(time),
+			       months[g_date_time_get_month(time) - 1], g_date_time_get_year(time),
+			       g_date_time_get_hour(time), g_date_time_get_minute(time),
+			       g_date_time_get_second(time));
+}
+
 /* Whether directive (up to its end, exclusive) is name, any case. */
 static gboolean directive_is(const char *directive, const char *end, const char *name)
 {

@@ -22,6 +22,14 @@ gint64 hsm_retry_after_parse(const char *value);
 #define HSM_MAX_AGE_LIMIT (365 * 86400)
 gint64 hsm_cache_control_max_age(const char *value);
 
+/* Seconds of an Age header (how long a cache has held the response), at
+ * most HSM_MAX_AGE_LIMIT; 0 when absent or not a number. */
+gint64 hsm_age_parse(const char *value);
+
+/* unix_time as an HTTP date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"),
+ * independent of the locale; NULL when out of range. */
+char *hsm_http_date_format(gint64 unix_time);
+
 /* The charset parameter of a Content-Type, or NULL. */
 char *hsm_content_type_charset(const char *value);
 

@@ -31,6 +31,7 @@ void hsm_file_state_init(HsmFileState *state)
 {
 	memset(state, 0, sizeof(*state));
 	state->last_modified = -1;
+	state->changed = -1;
 	hsm_range_map_init(&state->present);
 }
 
@@ -304,6 +305,8 @@ gboolean hsm_file_state_parse(const char *text, gsize len, const char *relpath,
 	if (g_key_file_has_key(file, FILE_SECTION, "last-modified", NULL))
 		loaded.last_modified = g_key_file_get_int64(file, FILE_SECTION, "last-modified", NULL);
 	loaded.pinned = g_key_file_get_boolean(file, FILE_SECTION, "pinned", NULL);
+	if (g_key_file_has_key(file, FILE_SECTION, "changed", NULL))
+		loaded.changed = g_key_file_get_int64(file, FILE_SECTION, "changed", NULL);
 	present = g_key_file_get_string(file, FILE_SECTION, "present", NULL);
 	/* No present byte at or past size: a range wholly past it would make
 	 * the total reach size and the file look complete with holes. */
@@ -342,6 +345,8 @@ gboolean hsm_store_save_file(HsmStore *store, const char *relpath, const HsmFile
 		g_key_file_set_int64(file, FILE_SECTION, "last-modified", state->last_modified);
 	if (state->pinned)
 		g_key_file_set_boolean(file, FILE_SECTION, "pinned", TRUE);
+	if (state->changed >= 0)
+		g_key_file_set_int64(file, FILE_SECTION, "changed", state->changed);
 	g_key_file_set_string(file, FILE_SECTION, "present", present);
 	return save_state(store, relpath, file, err);
 }

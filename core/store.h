@@ -55,6 +55,7 @@ typedef struct {
 	char *etag;             /* validator from the server, or NULL */
 	gint64 last_modified;   /* the other validator (Unix time), or -1 */
 	gboolean pinned;        /* never evicted (prefetch --pin) */
+	gint64 changed;         /* Unix time the server's copy was last seen to change, or -1 */
 	HsmRangeMap present;
 } HsmFileState;
 

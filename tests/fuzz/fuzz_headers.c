@@ -1,7 +1,7 @@
 /* fuzz_headers: the response header values of core/headers.h.
  *
  * A hostile or broken server chooses every byte of Content-Range,
- * Retry-After, Cache-Control and Content-Type; a range accepted with first > last, or a
+ * Retry-After, Cache-Control, Age and Content-Type; a range accepted with first > last, or a
  * total that overflowed, would make the fetcher write outside the range it
  * asked for.  Input: the header value (curl hands over NUL-free strings, so
  * the value ends at the first NUL).
@@ -30,6 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(seconds >= -1 && seconds <= 86400);
 	seconds = hsm_cache_control_max_age(value);
 	FUZZ_CHECK(seconds >= -1 && seconds <= HSM_MAX_AGE_LIMIT);
+	seconds = hsm_age_parse(value);
+	FUZZ_CHECK(seconds >= 0 && seconds <= HSM_MAX_AGE_LIMIT);
 	charset = hsm_content_type_charset(value);
 	if (charset)
 		FUZZ_CHECK(*charset && !strpbrk(charset, "; \""));

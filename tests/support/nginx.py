@@ -39,8 +39,9 @@ class Nginx:
     extra is spliced into the server block (e.g. locations returning errors).
     """
 
-    def __init__(self, root, exact_size=True, extra="", workdir=None, tls=None):
-        """tls: (certificate, key) paths to serve HTTPS (with HTTP/2)."""
+    def __init__(self, root, exact_size=True, extra="", workdir=None, tls=None, http_extra=""):
+        """tls: (certificate, key) paths to serve HTTPS (with HTTP/2);
+        http_extra is spliced into the http block (e.g. proxy_cache_path)."""
         self.root = root
         self.port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/"
@@ -72,6 +73,7 @@ http {{
     fastcgi_temp_path {self.dir}/tmp;
     uwsgi_temp_path {self.dir}/tmp;
     scgi_temp_path {self.dir}/tmp;
+    {http_extra}
     server {{
         {listen}
         root {root};

@@ -20,11 +20,20 @@ typedef struct {
 	gboolean done;
 	gboolean wanted;
 	GError *error;
+	gboolean whole_body;    /* what check() was told */
+	char *etag;
 } Sink;
 
 static gboolean sink_check(gpointer user, const HsmRemoteInfo *info, GError **err)
 {
-	(void)user, (void)info, (void)err;
+	Sink *sink = user;
+
+	(void)err;
+	g_mutex_lock(&sink->lock);
+	sink->whole_body = info->whole_body;
+	g_free(sink->etag);
+	sink->etag = g_strdup(info->etag);
+	g_mutex_unlock(&sink->lock);
 	return TRUE;
 }
 
@@ -62,9 +71,12 @@ static gboolean sink_wanted(gpointer user)
 
 static const HsmRangeSink sink_ops = { sink_check, sink_write, sink_done, sink_wanted };
 
-/* Fetches [start, end) of the server's file and waits for the outcome. */
-static Sink *fetch(TestServer *server, HsmFetchOptions *options, guint64 start, guint64 end)
+/* Fetches [start, end) of the server's file, held in the version that
+ * etag and mtime name, and waits for the outcome. */
+static Sink *fetch_version(TestServer *server, HsmFetchOptions *options, guint64 start,
+			   guint64 end, const char *etag, gint64 mtime)
 {
+	HsmHeldVersion held = { .size = FILE_SIZE, .etag = etag, .mtime = mtime };
 	g_autofree char *url = test_server_url(server, "/f");
 	HsmFetcher *fetcher = hsm_fetcher_new(options);
 	Sink *sink = g_new0(Sink, 1);
@@ -72,7 +84,7 @@ static Sink *fetch(TestServer *server, HsmFetchOptions *options, guint64 start, 
 	sink->wanted = TRUE;
 	g_mutex_init(&sink->lock);
 	g_cond_init(&sink->cond);
-	hsm_fetch_range(fetcher, url, start, end, FILE_SIZE, &sink_ops, sink);
+	hsm_fetch_range(fetcher, url, start, end, &held, &sink_ops, sink);
 	g_mutex_lock(&sink->lock);
 	while (!sink->done)
 		g_cond_wait(&sink->cond, &sink->lock);
@@ -84,6 +96,7 @@ static Sink *fetch(TestServer *server, HsmFetchOptions *options, guint64 start, 
 static void sink_free(Sink *sink)
 {
 	g_clear_error(&sink->error);
+	g_free(sink->etag);
 	g_mutex_clear(&sink->lock);
 	g_cond_clear(&sink->cond);
 	g_free(sink);
@@ -96,6 +109,11 @@ static HsmFetchOptions quick_options(void)
 	hsm_fetch_options_init(&options);
 	options.retry_delay_ms = 10;
 	return options;
+}
+
+static Sink *fetch(TestServer *server, HsmFetchOptions *options, guint64 start, guint64 end)
+{
+	return fetch_version(server, options, start, end, NULL, -1);
 }
 
 static void assert_bytes(TestServer *server, Sink *sink, guint64 start, guint64 end)
@@ -125,6 +143,48 @@ static void test_whole_body_for_a_range(void)
 
 	/* The server sent everything: all of it is file data, kept. */
 	assert_bytes(server, sink, 0, FILE_SIZE);
+	sink_free(sink);
+	test_server_stop(server);
+}
+
+/* The version held travels as If-Range; when it is not the server's any
+ * more, the whole new version comes (200), which check() is told. */
+static void test_if_range(void)
+{
+	TestServer *server = test_server_start(SERVE_RANGES);
+	HsmFetchOptions options = quick_options();
+	Sink *sink = fetch_version(server, &options, 4096, 8192, "\"v0\"", 1e9);
+	g_autofree char *sent = test_server_last_if_range(server);
+
+	g_assert_cmpstr(sent, ==, "\"v0\"");
+	g_assert_false(sink->whole_body);
+	g_assert_cmpuint(sink->written, ==, 4096);
+	sink_free(sink);
+
+	test_server_change(server);
+	sink = fetch_version(server, &options, 4096, 8192, "\"v0\"", -1);
+	g_assert_true(sink->whole_body);
+	g_assert_cmpstr(sink->etag, ==, "\"v1\"");
+	sink_free(sink);
+	test_server_stop(server);
+}
+
+/* Without an ETag, the Last-Modified date; a weak ETag is never sent, nor
+ * a date beside it. */
+static void test_if_range_validator_choice(void)
+{
+	TestServer *server = test_server_start(SERVE_RANGES);
+	HsmFetchOptions options = quick_options();
+	Sink *sink = fetch_version(server, &options, 0, 4096, NULL, 1796206833);
+	g_autofree char *date = test_server_last_if_range(server);
+	g_autofree char *none = NULL;
+
+	g_assert_cmpstr(date, ==, "Wed, 02 Dec 2026 10:20:33 GMT");
+	g_assert_false(sink->whole_body);
+	sink_free(sink);
+	sink = fetch_version(server, &options, 0, 4096, "W/\"v0\"", 1796206833);
+	none = test_server_last_if_range(server);
+	g_assert_null(none);
 	sink_free(sink);
 	test_server_stop(server);
 }
@@ -193,13 +253,14 @@ static void test_unwanted_transfer_is_cancelled(void)
 	g_autofree char *url = test_server_url(server, "/f");
 	HsmFetchOptions options = quick_options();
 	HsmFetcher *fetcher = hsm_fetcher_new(&options);
+	HsmHeldVersion held = { .size = FILE_SIZE, .mtime = -1 };
 	Sink *sink = g_new0(Sink, 1);
 	gint64 start = g_get_monotonic_time();
 
 	sink->wanted = TRUE;
 	g_mutex_init(&sink->lock);
 	g_cond_init(&sink->cond);
-	hsm_fetch_range(fetcher, url, 0, FILE_SIZE, FILE_SIZE, &sink_ops, sink);
+	hsm_fetch_range(fetcher, url, 0, FILE_SIZE, &held, &sink_ops, sink);
 	g_usleep(300 * 1000);
 	unwant(sink);
 	g_mutex_lock(&sink->lock);
@@ -221,6 +282,8 @@ int main(int argc, char **argv)
 	test_init(&argc, &argv);
 	g_test_add_func("/fetch/range", test_range);
 	g_test_add_func("/fetch/whole-body-for-a-range", test_whole_body_for_a_range);
+	g_test_add_func("/fetch/if-range", test_if_range);
+	g_test_add_func("/fetch/if-range-validator-choice", test_if_range_validator_choice);
 	g_test_add_func("/fetch/overrun-is-cut", test_overrun_is_cut);
 	g_test_add_func("/fetch/endless-surplus", test_endless_surplus_is_hung_up_on);
 	g_test_add_func("/fetch/5xx-retried", test_5xx_is_retried);

@@ -63,6 +63,28 @@ static void test_cache_control(void)
 	g_assert_cmpint(hsm_cache_control_max_age(NULL), ==, -1);
 }
 
+static void test_age(void)
+{
+	g_assert_cmpint(hsm_age_parse("120"), ==, 120);
+	g_assert_cmpint(hsm_age_parse(" 7"), ==, 7);
+	g_assert_cmpint(hsm_age_parse("-5"), ==, 0);
+	g_assert_cmpint(hsm_age_parse("99999999999999999999999"), ==, 0);
+	g_assert_cmpint(hsm_age_parse("999999999"), ==, HSM_MAX_AGE_LIMIT);
+	g_assert_cmpint(hsm_age_parse(NULL), ==, 0);
+}
+
+static void test_http_date(void)
+{
+	g_autofree char *epoch = hsm_http_date_format(0);
+	g_autofree char *rfc_example = hsm_http_date_format(784111777);
+	g_autofree char *leap_day = hsm_http_date_format(1709164800);
+
+	g_assert_cmpstr(epoch, ==, "Thu, 01 Jan 1970 00:00:00 GMT");
+	g_assert_cmpstr(rfc_example, ==, "Sun, 06 Nov 1994 08:49:37 GMT");
+	g_assert_cmpstr(leap_day, ==, "Thu, 29 Feb 2024 00:00:00 GMT");
+	g_assert_null(hsm_http_date_format(G_MAXINT64));
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -70,5 +92,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/headers/retry-after", test_retry_after);
 	g_test_add_func("/headers/charset", test_charset);
 	g_test_add_func("/headers/cache-control", test_cache_control);
+	g_test_add_func("/headers/age", test_age);
+	g_test_add_func("/headers/http-date", test_http_date);
 	return g_test_run();
 }

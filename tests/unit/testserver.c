@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define LAST_MODIFIED "Wed, 02 Dec 2026 10:20:33 GMT"
+
 typedef struct {
 	char *content_type;
 	char *body;
@@ -75,7 +77,7 @@ static void send_response(int fd, const char *status, const char *content_type,
 {
 	g_autofree char *header = g_strdup_printf(
 		"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		"Last-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\nConnection: close\r\n\r\n",
+		"Last-Modified: " LAST_MODIFIED "\r\nConnection: close\r\n\r\n",
 		status, content_type, strlen(body));
 
 	send_all(fd, header, strlen(header));
@@ -134,7 +136,7 @@ static gboolean serve_scripted(TestServer *server, int fd, const char *request)
 	} else if (length >= 0) {
 		g_autofree char *header = g_strdup_printf(
 			"HTTP/1.1 200 OK\r\nContent-Length: %" G_GINT64_FORMAT
-			"\r\nLast-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\n"
+			"\r\nLast-Modified: " LAST_MODIFIED "\r\n"
 			"Connection: close\r\n\r\n",
 			length);
 
@@ -145,6 +147,38 @@ static gboolean serve_scripted(TestServer *server, int fd, const char *request)
 		return FALSE;
 	}
 	return TRUE;
+}
+
+/* Records the request's If-Range; FALSE when it names another version
+ * than etag, or a date other than the file's (SERVE_RANGES only). */
+static gboolean range_is_current(TestServer *server, const char *request, const char *etag)
+{
+	const char *field = strstr(request, "\r\nIf-Range: ");
+	g_autofree char *value = NULL;
+	gboolean current;
+
+	if (field) {
+		field += strlen("\r\nIf-Range: ");
+		value = g_strndup(field, strcspn(field, "\r\n"));
+	}
+	current = !value || server->mode != SERVE_RANGES || !strcmp(value, etag) ||
+		  !strcmp(value, LAST_MODIFIED);
+	g_mutex_lock(&server->lock);
+	g_free(server->if_range);
+	server->if_range = g_steal_pointer(&value);
+	g_mutex_unlock(&server->lock);
+	return current;
+}
+
+static void send_whole_file(TestServer *server, int fd, const char *etag)
+{
+	char header[512];
+
+	g_snprintf(header, sizeof(header),
+		   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: %s\r\nConnection: close\r\n\r\n",
+		   TEST_FILE_SIZE, etag);
+	send_all(fd, header, strlen(header));
+	send_file(server, fd, 0, TEST_FILE_SIZE);
 }
 
 static void serve_one(TestServer *server, int fd)
@@ -168,7 +202,7 @@ static void serve_one(TestServer *server, int fd)
 		g_atomic_int_inc(&server->heads);
 		g_snprintf(header, sizeof(header),
 			   "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"v%u\"\r\n"
-			   "Last-Modified: Wed, 02 Dec 2026 10:20:33 GMT\r\nConnection: close\r\n\r\n",
+			   "Last-Modified: " LAST_MODIFIED "\r\nConnection: close\r\n\r\n",
 			   TEST_FILE_SIZE, g_atomic_int_get(&server->version));
 		send_all(fd, header, strlen(header));
 		return;
@@ -177,6 +211,10 @@ static void serve_one(TestServer *server, int fd)
 	if (g_atomic_int_get(&server->delay_ms))
 		g_usleep(g_atomic_int_get(&server->delay_ms) * 1000);
 	g_snprintf(etag, sizeof(etag), "\"v%u\"", g_atomic_int_get(&server->version));
+	if (!range_is_current(server, request, etag)) {
+		send_whole_file(server, fd, etag);
+		return;
+	}
 	range = strstr(request, "Range: bytes=");
 	if (range)
 		sscanf(range, "Range: bytes=%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT, &first, &last);
@@ -339,6 +377,16 @@ void test_server_stop(TestServer *server)
 	g_hash_table_unref(server->pages);
 	g_hash_table_unref(server->sizes);
 	g_mutex_clear(&server->lock);
+	g_free(server->if_range);
 	g_free(server);
 }
 
+char *test_server_last_if_range(TestServer *server)
+{
+	char *value;
+
+	g_mutex_lock(&server->lock);
+	value = g_strdup(server->if_range);
+	g_mutex_unlock(&server->lock);
+	return value;
+}

@@ -12,7 +12,8 @@
 #define TEST_FILE_SIZE 100000
 
 typedef enum {
-	SERVE_RANGES,        /* 206 with exactly the bytes asked for */
+	SERVE_RANGES,        /* 206 with exactly the bytes asked for; 200 and the
+			      * whole file when If-Range names another version */
 	SERVE_WHOLE,         /* ignore Range: 200 and the whole file */
 	SERVE_OVERRUN,       /* 206 claiming and sending 5000 bytes past the end */
 	SERVE_SURPLUS,       /* 200, no length, the file and then junk until hung up on */
@@ -33,6 +34,7 @@ typedef struct {
 	gint page_gets;      /* atomic: GETs of pages set by test_server_set_page() */
 	gint page_304s;      /* atomic: of which answered 304 Not Modified */
 	gint no_validators;  /* atomic: pages carry no ETag, no Last-Modified */
+	char *if_range;      /* of the last GET of /f, or NULL; protected by lock */
 	gint stop;           /* atomic */
 	GThread *thread;
 	GMutex lock;
@@ -49,6 +51,8 @@ void test_server_set_page(TestServer *server, const char *path, const char *cont
 			  const char *body);
 /* HEAD path answers 200 with this Content-Length (negative: 404 again). */
 void test_server_set_head(TestServer *server, const char *path, gint64 size);
+/* The If-Range of the last GET of /f (NULL when it had none); free it. */
+char *test_server_last_if_range(TestServer *server);
 /* New content (same size) and a new ETag. */
 void test_server_change(TestServer *server);
 
