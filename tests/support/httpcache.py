@@ -10,7 +10,6 @@ import time
 
 from .nginx import Nginx, free_port
 
-SLICE = 1024 * 1024
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "nginx-cache.conf")
 
 
@@ -24,7 +23,11 @@ class CachingNginx(Nginx):
         port = free_port()
         with open(RECIPE) as f:
             recipe = f.read()
-        for old, new in (("https://cdn.kernel.org", origin_url.rstrip("/")),
+        origin = origin_url.removeprefix("http://").rstrip("/")
+        for old, new in (("server cdn.kernel.org:443;", f"server {origin};"),
+                         ("proxy_set_header Host cdn.kernel.org;",
+                          f"proxy_set_header Host {origin};"),
+                         ("https://httphsm_origin", "http://httphsm_origin"),
                          ("/var/cache/nginx/httphsm", os.path.join(workdir, "cache")),
                          ("listen 8080;", f"listen 127.0.0.1:{port};"),
                          ("proxy_cache_valid 200 60s;", f"proxy_cache_valid 200 {listing_ttl}s;"),
