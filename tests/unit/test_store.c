@@ -75,6 +75,7 @@ static void test_file_state_roundtrip(void)
 	hsm_file_state_init(&loaded);
 	state.size = 10000;
 	state.etag = g_strdup("\"abc-123\"");
+	state.changed = 1796206833;
 	hsm_range_map_add(&state.present, 0, 4096);
 	hsm_range_map_add(&state.present, 8192, 10000);
 	g_assert_false(hsm_store_load_file(store, odd, &loaded));
@@ -82,6 +83,8 @@ static void test_file_state_roundtrip(void)
 	g_assert_true(hsm_store_load_file(store, odd, &loaded));
 	g_assert_cmpuint(loaded.size, ==, 10000);
 	g_assert_cmpstr(loaded.etag, ==, "\"abc-123\"");
+	g_assert_cmpint(loaded.changed, ==, 1796206833);
+	g_assert_cmpint(loaded.last_modified, ==, -1);
 	g_assert_cmpuint(hsm_range_map_total(&loaded.present), ==, 4096 + 1808);
 	/* Another path never sees it. */
 	g_assert_false(hsm_store_load_file(store, "a dir/other", &loaded));
