@@ -251,6 +251,23 @@ static gboolean remove_entry(const HsmPopulator *pop, int dirfd, const char *par
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
 
+/* Records that relpath changed now: HTTP caches on the way may still hold
+ * the old version, and its first fetches ask them to revalidate (file.c). */
+static void note_change(HsmStore *store, const char *relpath, guint64 size)
+{
+	HsmFileState state;
+	GError *err = NULL;
+
+	hsm_file_state_init(&state);
+	state.size = size;
+	state.changed = g_get_real_time() / G_USEC_PER_SEC;
+	if (!hsm_store_save_file(store, relpath, &state, &err)) {
+		g_warning("%s", err->message);
+		g_error_free(err);
+	}
+	hsm_file_state_clear(&state);
+}
+
 /* A new version of a file takes the old one's place in one rename: made
  * complete in the staging directory, then renamed over the old name, so
  * that a reader opening the name finds one version or the other, never
@@ -277,6 +294,7 @@ static gboolean replace_file(const HsmPopulator *pop, int dirfd, const char *par
 		return FALSE;
 	}
 	hsm_store_forget(pop->store, relpath);
+	note_change(pop->store, relpath, entry->size);
 	pop->forget(pop->data, relpath);
 	if (renameat(staging, name, dirfd, entry->name) == 0)
 		return TRUE;
