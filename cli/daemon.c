@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 static int report_fd = -1;
@@ -69,6 +70,8 @@ void hsm_daemon_ready(void)
 {
 	int null_fd;
 
+	/* Under systemd (Type=notify): the mount is usable now. */
+	sd_notify(0, "READY=1");
 	if (report_fd < 0)
 		return;
 	report("ready");
@@ -93,4 +96,9 @@ void hsm_daemon_failed(const char *message)
 		return;
 	}
 	report(text);
+}
+
+void hsm_daemon_stopping(void)
+{
+	sd_notify(0, "STOPPING=1");
 }

@@ -14,6 +14,8 @@
 void hsm_daemon_start(gboolean background);
 /* Start-up went well: releases the parent and detaches from the terminal. */
 void hsm_daemon_ready(void);
+/* Unmounted: going away (told to systemd, as READY was). */
+void hsm_daemon_stopping(void);
 /* Start-up failed: the parent prints message and exits 1; so does the
  * caller after cleaning up. */
 void hsm_daemon_failed(const char *message);

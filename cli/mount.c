@@ -6,11 +6,13 @@
 #include "fanotify-mode.h"
 #include "fusefs.h"
 #include "log.h"
+#include "mountinfo.h"
 #include "registry.h"
 #include "tree.h"
 #include "url.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +25,8 @@ typedef struct {
 	char *mode;
 	char *cache_dir;
 	gboolean foreground;
-	char **fuse_options;
+	GPtrArray *fuse_options; /* from -o, handed on to FUSE */
+	gboolean sloppy;
 	char *credentials;
 	gboolean netrc;
 	char *proxy;
@@ -185,77 +188,228 @@ static gboolean parse_max_age(const char *text, gint64 *out, GError **err)
 	return TRUE;
 }
 
+/* The options of `httphsm mount`, declared once: for the command line
+ * (with arg_data an offset into MountOptions) and for -o NAME=VALUE. */
+#define FIELD(name) GSIZE_TO_POINTER(G_STRUCT_OFFSET(MountOptions, name))
+
+static gboolean on_mount_options(const char *name, const char *value, gpointer data,
+				 GError **err);
+
+static const GOptionEntry mount_table[] = {
+	{ "mode", 'm', 0, G_OPTION_ARG_STRING, FIELD(mode),
+	  "How to serve the tree: fuse (default) or fanotify", "MODE" },
+	{ "cache-dir", 'c', 0, G_OPTION_ARG_FILENAME, FIELD(cache_dir),
+	  "Cache directory (default: ~/.cache/httphsm/HOST-HASH)", "DIR" },
+	{ "foreground", 'f', 0, G_OPTION_ARG_NONE, FIELD(foreground),
+	  "Stay in the foreground and log to stderr", NULL },
+	{ "options", 'o', 0, G_OPTION_ARG_CALLBACK, on_mount_options,
+	  "Options as mount(8) gives them: any option above as NAME=VALUE (a flag as "
+	  "NAME), FUSE options such as allow_other, ro, default_permissions (FUSE "
+	  "mode), and mount(8)'s own (defaults, _netdev, nofail, noauto, x-*), ignored; "
+	  "\\, is a comma within a value", "OPT[,OPT...]" },
+	{ "sloppy", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, FIELD(sloppy),
+	  "Ignore unknown -o options (mount -s)", NULL },
+	{ "user", 'u', 0, G_OPTION_ARG_STRING, FIELD(credentials),
+	  "HTTP authentication", "USER:PASSWORD" },
+	{ "netrc", 0, 0, G_OPTION_ARG_NONE, FIELD(netrc),
+	  "Take HTTP credentials from ~/.netrc", NULL },
+	{ "proxy", 0, 0, G_OPTION_ARG_STRING, FIELD(proxy),
+	  "HTTP or HTTPS proxy, e.g. http://squid:3128 (default: the http_proxy, "
+	  "https_proxy and no_proxy variables, as curl reads them)", "URL" },
+	{ "proxy-user", 0, 0, G_OPTION_ARG_STRING, FIELD(proxy_credentials),
+	  "Proxy authentication (Basic, Digest or NTLM, as the proxy asks)",
+	  "USER:PASSWORD" },
+	{ "cacert", 0, 0, G_OPTION_ARG_FILENAME, FIELD(cacert),
+	  "CA certificates to verify the server with", "FILE" },
+	{ "insecure", 'k', 0, G_OPTION_ARG_NONE, FIELD(insecure),
+	  "Do not verify the server's TLS certificate", NULL },
+	{ "user-agent", 0, 0, G_OPTION_ARG_STRING, FIELD(user_agent),
+	  "User-Agent header (default: httphsm/VERSION)", "TEXT" },
+	{ "max-connections", 0, 0, G_OPTION_ARG_INT, FIELD(max_connections),
+	  "HTTP/1.1 connections to the server (default: 8); over HTTP/2, "
+	  "requests share them as streams, up to 100 per connection", "N" },
+	{ "retries", 0, 0, G_OPTION_ARG_INT, FIELD(retries),
+	  "Retries of a failed request, with backoff (default: 5)", "N" },
+	{ "timeout", 0, 0, G_OPTION_ARG_INT, FIELD(stall_timeout),
+	  "Window over which a transfer must average --min-rate (default: 30)",
+	  "SECONDS" },
+	{ "min-rate", 0, 0, G_OPTION_ARG_STRING, FIELD(min_rate),
+	  "Slowest transfer accepted, in bytes per second; slower ones fail and are "
+	  "retried (default: 1K)", "SIZE" },
+	{ "min-window", 0, 0, G_OPTION_ARG_STRING, FIELD(min_window),
+	  "Bytes fetched for a random read (default: 256K)", "SIZE" },
+	{ "max-window", 0, 0, G_OPTION_ARG_STRING, FIELD(max_window),
+	  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
+	{ "cache-max-size", 0, 0, G_OPTION_ARG_STRING, FIELD(cache_max_size),
+	  "Most bytes of file data the cache keeps; past it, files are evicted least "
+	  "recently used first (default: no limit)", "SIZE" },
+	{ "cache-max-age", 0, 0, G_OPTION_ARG_STRING, FIELD(cache_max_age),
+	  "Evict a file's bytes once unused for this long, e.g. 7d "
+	  "(0 or inf: never, the default)", "DURATION" },
+	{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, FIELD(dir_cache_time),
+	  "How long a directory listing is used before it is revalidated, "
+	  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
+	{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, FIELD(log_file),
+	  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
+	{ "verbose", 'v', 0, G_OPTION_ARG_NONE, FIELD(verbose), "Log debug messages", NULL },
+	{ "debug-fuse", 0, 0, G_OPTION_ARG_NONE, FIELD(fuse_debug),
+	  "Log every FUSE request (implies -f)", NULL },
+	{ NULL },
+};
+
+static gpointer field_of(MountOptions *o, const GOptionEntry *entry)
+{
+	return (char *)o + GPOINTER_TO_SIZE(entry->arg_data);
+}
+
 static GOptionContext *mount_context(MountOptions *o)
 {
-	const GOptionEntry entries[] = {
-		{ "mode", 'm', 0, G_OPTION_ARG_STRING, &o->mode,
-		  "How to serve the tree: fuse (default) or fanotify", "MODE" },
-		{ "cache-dir", 'c', 0, G_OPTION_ARG_FILENAME, &o->cache_dir,
-		  "Cache directory (default: ~/.cache/httphsm/HOST-HASH)", "DIR" },
-		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &o->foreground,
-		  "Stay in the foreground and log to stderr", NULL },
-		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &o->fuse_options,
-		  "FUSE mount options, e.g. allow_other (FUSE mode)", "OPT[,OPT...]" },
-		{ "user", 'u', 0, G_OPTION_ARG_STRING, &o->credentials,
-		  "HTTP authentication", "USER:PASSWORD" },
-		{ "netrc", 0, 0, G_OPTION_ARG_NONE, &o->netrc,
-		  "Take HTTP credentials from ~/.netrc", NULL },
-		{ "proxy", 0, 0, G_OPTION_ARG_STRING, &o->proxy,
-		  "HTTP or HTTPS proxy, e.g. http://squid:3128 (default: the http_proxy, "
-		  "https_proxy and no_proxy variables, as curl reads them)", "URL" },
-		{ "proxy-user", 0, 0, G_OPTION_ARG_STRING, &o->proxy_credentials,
-		  "Proxy authentication (Basic, Digest or NTLM, as the proxy asks)",
-		  "USER:PASSWORD" },
-		{ "cacert", 0, 0, G_OPTION_ARG_FILENAME, &o->cacert,
-		  "CA certificates to verify the server with", "FILE" },
-		{ "insecure", 'k', 0, G_OPTION_ARG_NONE, &o->insecure,
-		  "Do not verify the server's TLS certificate", NULL },
-		{ "user-agent", 0, 0, G_OPTION_ARG_STRING, &o->user_agent,
-		  "User-Agent header (default: httphsm/VERSION)", "TEXT" },
-		{ "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections,
-		  "HTTP/1.1 connections to the server (default: 8); over HTTP/2, "
-		  "requests share them as streams, up to 100 per connection", "N" },
-		{ "retries", 0, 0, G_OPTION_ARG_INT, &o->retries,
-		  "Retries of a failed request, with backoff (default: 5)", "N" },
-		{ "timeout", 0, 0, G_OPTION_ARG_INT, &o->stall_timeout,
-		  "Window over which a transfer must average --min-rate (default: 30)",
-		  "SECONDS" },
-		{ "min-rate", 0, 0, G_OPTION_ARG_STRING, &o->min_rate,
-		  "Slowest transfer accepted, in bytes per second; slower ones fail and are "
-		  "retried (default: 1K)", "SIZE" },
-		{ "min-window", 0, 0, G_OPTION_ARG_STRING, &o->min_window,
-		  "Bytes fetched for a random read (default: 256K)", "SIZE" },
-		{ "max-window", 0, 0, G_OPTION_ARG_STRING, &o->max_window,
-		  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
-		{ "cache-max-size", 0, 0, G_OPTION_ARG_STRING, &o->cache_max_size,
-		  "Most bytes of file data the cache keeps; past it, files are evicted least "
-		  "recently used first (default: no limit)", "SIZE" },
-		{ "cache-max-age", 0, 0, G_OPTION_ARG_STRING, &o->cache_max_age,
-		  "Evict a file's bytes once unused for this long, e.g. 7d "
-		  "(0 or inf: never, the default)", "DURATION" },
-		{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, &o->dir_cache_time,
-		  "How long a directory listing is used before it is revalidated, "
-		  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
-		{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, &o->log_file,
-		  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
-		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "Log debug messages", NULL },
-		{ "debug-fuse", 0, 0, G_OPTION_ARG_NONE, &o->fuse_debug,
-		  "Log every FUSE request (implies -f)", NULL },
-		{ NULL },
-	};
+	GOptionEntry entries[G_N_ELEMENTS(mount_table)];
 	GOptionContext *context = g_option_context_new("URL MOUNTPOINT");
+	GOptionGroup *group = g_option_group_new(NULL, NULL, NULL, o, NULL);
 
+	for (gsize i = 0; i < G_N_ELEMENTS(mount_table); i++) {
+		entries[i] = mount_table[i];
+		if (entries[i].long_name && entries[i].arg != G_OPTION_ARG_CALLBACK)
+			entries[i].arg_data = field_of(o, &mount_table[i]);
+	}
+	g_option_group_add_entries(group, entries); /* copied */
+	g_option_context_set_main_group(context, group);
 	g_option_context_set_summary(context, mount_summary);
 	g_option_context_set_description(context, mount_details);
-	g_option_context_add_main_entries(context, entries, NULL);
 	return context;
+}
+
+/* -o options handed on to FUSE (libfuse's mount options), and mount(8)'s or
+ * systemd's own, which are not ours to act on. */
+static const char *const fuse_mount_options[] = {
+	"allow_other", "allow_root", "default_permissions", "auto_unmount", "ro", "rw",
+	"dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "diratime",
+	"nodiratime", "relatime", "norelatime", "strictatime", "nostrictatime", "sync",
+	"async", "dirsync", "fsname=", "subtype=", "max_read=", NULL
+};
+static const char *const ignored_mount_options[] = {
+	"defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev",
+	"nofail", "comment=", "x-", NULL
+};
+
+/* Whether option (NAME or NAME=VALUE) is one of list, whose entries ending
+ * in '=' or '-' match any value or suffix. */
+static gboolean option_in(const char *option, const char *const *list)
+{
+	for (; *list; list++) {
+		gsize len = strlen(*list);
+		char last = (*list)[len - 1];
+
+		if ((last == '=' || last == '-') ? !strncmp(option, *list, len)
+						 : !strcmp(option, *list))
+			return TRUE;
+	}
+	return FALSE;
+}
+
+/* Sets the field of a table option from -o NAME=VALUE, as the same long
+ * option would. */
+static gboolean set_from_mount_option(MountOptions *o, const GOptionEntry *entry,
+				      const char *value, GError **err)
+{
+	gpointer field = field_of(o, entry);
+	gint64 number;
+
+	if ((entry->arg == G_OPTION_ARG_NONE) != (value == NULL)) {
+		g_set_error(err, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+			    value ? "-o %s takes no value" : "-o %s needs a value (%s=...)",
+			    entry->long_name, entry->long_name);
+		return FALSE;
+	}
+	switch (entry->arg) {
+	case G_OPTION_ARG_NONE:
+		*(gboolean *)field = TRUE;
+		return TRUE;
+	case G_OPTION_ARG_INT:
+		if (!g_ascii_string_to_signed(value, 10, G_MININT, G_MAXINT, &number, NULL)) {
+			g_set_error(err, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+				    "-o %s=%s: not a number", entry->long_name, value);
+			return FALSE;
+		}
+		*(gint *)field = (gint)number;
+		return TRUE;
+	default: /* strings and file names */
+		g_free(*(char **)field);
+		*(char **)field = g_strdup(value);
+		return TRUE;
+	}
+}
+
+/* One -o item: a table option, a FUSE option, or one of mount(8)'s. */
+static gboolean apply_mount_option(MountOptions *o, const char *option, GError **err)
+{
+	g_autofree char *name = g_strndup(option, strcspn(option, "="));
+	const char *value = option[strlen(name)] == '=' ? option + strlen(name) + 1 : NULL;
+
+	for (gsize i = 0; i < G_N_ELEMENTS(mount_table) && mount_table[i].long_name; i++) {
+		if (strcmp(name, mount_table[i].long_name) ||
+		    mount_table[i].arg == G_OPTION_ARG_CALLBACK)
+			continue;
+		return set_from_mount_option(o, &mount_table[i], value, err);
+	}
+	if (option_in(option, fuse_mount_options)) {
+		g_ptr_array_add(o->fuse_options, g_strdup(option));
+		return TRUE;
+	}
+	if (option_in(option, ignored_mount_options))
+		return TRUE;
+	if (o->sloppy) {
+		g_printerr("httphsm mount: ignoring unknown mount option '%s'\n", option);
+		return TRUE;
+	}
+	g_set_error(err, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION,
+		    "unknown mount option '%s' (see 'httphsm mount --help')", option);
+	return FALSE;
+}
+
+/* Splits a -o list at commas not escaped as "\\,". */
+static char **split_mount_options(const char *list)
+{
+	GPtrArray *items = g_ptr_array_new();
+	GString *item = g_string_new(NULL);
+
+	for (const char *p = list;; p++) {
+		if (*p == '\\' && p[1] == ',') {
+			g_string_append_c(item, ',');
+			p++;
+		} else if (*p == ',' || !*p) {
+			if (item->len)
+				g_ptr_array_add(items, g_strdup(item->str));
+			g_string_truncate(item, 0);
+			if (!*p)
+				break;
+		} else {
+			g_string_append_c(item, *p);
+		}
+	}
+	g_string_free(item, TRUE);
+	g_ptr_array_add(items, NULL);
+	return (char **)g_ptr_array_free(items, FALSE);
+}
+
+static gboolean on_mount_options(const char *name, const char *value, gpointer data,
+				 GError **err)
+{
+	g_auto(GStrv) items = split_mount_options(value);
+
+	(void)name;
+	for (char **item = items; *item; item++)
+		if (!apply_mount_option(data, *item, err))
+			return FALSE;
+	return TRUE;
 }
 
 static void mount_options_clear(MountOptions *o)
 {
 	g_free(o->mode);
 	g_free(o->cache_dir);
-	g_strfreev(o->fuse_options);
+	g_ptr_array_unref(o->fuse_options);
 	g_free(o->credentials);
 	g_free(o->proxy);
 	g_free(o->proxy_credentials);
@@ -305,8 +459,24 @@ static gboolean tree_options_from(const MountOptions *o, const char *url,
 	       parse_max_age(o->cache_max_age, &tree->max_cache_age, err);
 }
 
+/* The mount at path, if path is a mount point (mounting over it would hide
+ * it, or stack a second httphsm on the first and lose track of it). */
+static char *mount_at(const char *path)
+{
+	g_autoptr(GPtrArray) mounts = hsm_mountinfo_read();
+
+	for (guint i = 0; mounts && i < mounts->len; i++) {
+		const HsmMount *m = mounts->pdata[i];
+
+		if (!strcmp(m->mount_point, path))
+			return g_strdup(m->fs_type);
+	}
+	return NULL;
+}
+
 static gboolean check_mountpoint(const char *path, GError **err)
 {
+	g_autofree char *mounted = NULL;
 	struct stat st;
 
 	if (stat(path, &st) < 0) {
@@ -317,7 +487,46 @@ static gboolean check_mountpoint(const char *path, GError **err)
 		g_set_error(err, HSM_ERROR, ENOTDIR, "mountpoint %s is not a directory", path);
 		return FALSE;
 	}
+	mounted = mount_at(path);
+	if (mounted) {
+		g_set_error(err, HSM_ERROR, EBUSY,
+			    "%s is already a mount point (%s); unmount it first, or mount "
+			    "on a directory inside it", path, mounted);
+		return FALSE;
+	}
 	return TRUE;
+}
+
+/* fanotify mode needs CAP_SYS_ADMIN (fanotify_init, the bind mount): said
+ * before anything is touched. */
+static gboolean check_privileges(gboolean fanotify, GError **err)
+{
+	g_autofree char *status = NULL;
+	const char *line;
+	guint64 effective;
+
+	if (!fanotify || !g_file_get_contents("/proc/self/status", &status, NULL, NULL))
+		return TRUE;
+	line = strstr(status, "\nCapEff:");
+	effective = line ? g_ascii_strtoull(line + strlen("\nCapEff:"), NULL, 16) : 0;
+	if (effective & (1ull << 21)) /* CAP_SYS_ADMIN */
+		return TRUE;
+	g_set_error(err, HSM_ERROR, EPERM,
+		    "fanotify mode needs root (CAP_SYS_ADMIN); FUSE mode (--mode fuse) does not");
+	return FALSE;
+}
+
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st, (void)type, (void)ftw;
+	return remove(path) < 0 ? -1 : 0;
+}
+
+/* A mount that failed leaves no cache directory it created behind. */
+static void remove_new_cache_dir(const char *dir)
+{
+	if (nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+		g_warning("cannot remove %s: %s", dir, g_strerror(errno));
 }
 
 static char *log_path(const MountOptions *o, const HsmTreeOptions *tree)
@@ -367,20 +576,30 @@ static HsmControl *announce(HsmTree *tree, const char *mountpoint, const char *m
 	return control;
 }
 
-static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoint)
+static char *join_fuse_options(const MountOptions *o)
 {
-	g_autofree char *fuse_options = o->fuse_options ? g_strjoinv(",", o->fuse_options) : NULL;
-	g_autoptr(GError) err = NULL;
-	HsmFuse *fuse = hsm_fuse_mount(tree, mountpoint, fuse_options, o->fuse_debug, &err);
+	GString *joined = g_string_new(NULL);
+
+	for (guint i = 0; i < o->fuse_options->len; i++)
+		g_string_append_printf(joined, "%s%s", i ? "," : "",
+				       (const char *)o->fuse_options->pdata[i]);
+	return g_string_free(joined, joined->len == 0);
+}
+
+/* Serves until unmounted; err is set only if the mount itself failed. */
+static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoint,
+		      GError **err)
+{
+	g_autofree char *fuse_options = join_fuse_options(o);
+	HsmFuse *fuse = hsm_fuse_mount(tree, mountpoint, fuse_options, o->fuse_debug, err);
 	HsmControl *control;
 	int rc;
 
-	if (!fuse) {
-		hsm_daemon_failed(err->message);
+	if (!fuse)
 		return 1;
-	}
 	control = announce(tree, mountpoint, "fuse");
 	rc = hsm_fuse_serve(fuse);
+	hsm_daemon_stopping();
 	hsm_registry_remove(mountpoint);
 	hsm_control_stop(control);
 	hsm_fuse_free(fuse);
@@ -388,19 +607,18 @@ static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoi
 	return rc ? 1 : 0;
 }
 
-static int serve_fanotify(HsmTree *tree, const char *mountpoint, const char *log_path)
+static int serve_fanotify(HsmTree *tree, const char *mountpoint, const char *log_path,
+			  GError **err)
 {
-	g_autoptr(GError) err = NULL;
-	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, &err);
+	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, err);
 	HsmControl *control;
 	int rc;
 
-	if (!fan) {
-		hsm_daemon_failed(err->message);
+	if (!fan)
 		return 1;
-	}
 	control = announce(tree, mountpoint, "fanotify");
 	rc = hsm_fanotify_serve(fan);
+	hsm_daemon_stopping();
 	hsm_registry_remove(mountpoint);
 	hsm_control_stop(control);
 	hsm_fanotify_free(fan);
@@ -417,14 +635,14 @@ static void block_stop_signals(void)
 
 int hsm_command_mount(int argc, char **argv)
 {
-	MountOptions o = { .retries = -1 };
+	MountOptions o = { .retries = -1, .fuse_options = g_ptr_array_new_with_free_func(g_free) };
 	g_autoptr(GOptionContext) context = mount_context(&o);
 	g_autoptr(GError) err = NULL;
 	HsmTreeOptions tree_options = { 0 };
 	g_autofree char *mountpoint = NULL;
 	g_autofree char *log_file_path = NULL;
 	HsmTree *tree = NULL;
-	gboolean fanotify;
+	gboolean fanotify, new_cache_dir = FALSE;
 	int rc = 1;
 
 	if (!g_option_context_parse(context, &argc, &argv, &err))
@@ -441,30 +659,41 @@ int hsm_command_mount(int argc, char **argv)
 	o.foreground = o.foreground || o.fuse_debug;
 	hsm_log_init(o.verbose, o.foreground);
 	mountpoint = g_canonicalize_filename(argv[2], NULL);
-	if (!tree_options_from(&o, argv[1], &tree_options, &err) ||
+	fanotify = o.mode && !strcmp(o.mode, "fanotify");
+	if (!check_privileges(fanotify, &err) ||
+	    !tree_options_from(&o, argv[1], &tree_options, &err) ||
 	    !check_mountpoint(mountpoint, &err)) {
-		fprintf(stderr, "httphsm mount: %s\n", err->message);
+		fprintf(stderr, "%s: %s\n", g_get_prgname(), err->message);
 		goto out;
 	}
 
 	log_file_path = log_path(&o, &tree_options);
-	fanotify = o.mode && !strcmp(o.mode, "fanotify");
+	new_cache_dir = !g_file_test(tree_options.cache_dir, G_FILE_TEST_EXISTS);
 	hsm_daemon_start(!o.foreground);
 	if (fanotify)
 		block_stop_signals(); /* before any thread exists: sigwait() takes them */
 	if (!open_log(&o, &tree_options, log_file_path, &err) ||
-	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err)) {
-		hsm_daemon_failed(err->message);
-		goto out;
-	}
+	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err))
+		goto failed;
 	if (fanotify)
-		rc = serve_fanotify(tree, mountpoint, log_file_path);
+		rc = serve_fanotify(tree, mountpoint, log_file_path, &err);
 	else
-		rc = serve_fuse(tree, &o, mountpoint);
+		rc = serve_fuse(tree, &o, mountpoint, &err);
+	if (err)
+		goto failed;
+	goto out;
+
+failed:
+	/* Cleaned up before the parent is told, which then exits. */
+	hsm_tree_close(g_steal_pointer(&tree));
+	if (new_cache_dir)
+		remove_new_cache_dir(tree_options.cache_dir);
+	hsm_daemon_failed(err->message);
+	rc = 1;
 	goto out;
 
 usage_error:
-	fprintf(stderr, "httphsm mount: %s\nTry 'httphsm mount --help'.\n", err->message);
+	fprintf(stderr, "%s: %s\nTry 'httphsm mount --help'.\n", g_get_prgname(), err->message);
 	rc = 2;
 out:
 	hsm_tree_close(tree);

@@ -231,23 +231,37 @@ static const Verb verbs[] = {
 	  "-r", "refresh-r" },
 };
 
+/* Options may come anywhere among the paths, as in most commands; "--"
+ * ends them (for a path that starts with '-'). */
 static int run_verb(const Verb *which, int argc, char **argv)
 {
-	int failures = 0, first = 1;
+	g_autoptr(GPtrArray) paths = g_ptr_array_new();
+	gboolean options_end = FALSE;
+	int failures = 0;
 	Verb verb = *which;
 
-	if (argc > 1 && verb.option && !strcmp(argv[1], verb.option)) {
-		verb.option_given = TRUE;
-		first = 2;
+	for (int i = 1; i < argc; i++) {
+		if (options_end || argv[i][0] != '-' || !argv[i][1]) {
+			g_ptr_array_add(paths, argv[i]);
+		} else if (!strcmp(argv[i], "--")) {
+			options_end = TRUE;
+		} else if (verb.option && !strcmp(argv[i], verb.option)) {
+			verb.option_given = TRUE;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fprintf(stdout, "%s", verb.usage);
+			return 0;
+		} else {
+			fprintf(stderr, "httphsm %s: unknown option '%s'\n%s", verb.verb, argv[i],
+				verb.usage);
+			return 2;
+		}
 	}
-	if (argc <= first || !strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
-		FILE *out = argc > first ? stdout : stderr;
-
-		fprintf(out, "%s", verb.usage);
-		return argc > first ? 0 : 2;
+	if (!paths->len) {
+		fprintf(stderr, "%s", verb.usage);
+		return 2;
 	}
-	for (int i = first; i < argc; i++)
-		failures += !run(&verb, argv[i]);
+	for (guint i = 0; i < paths->len; i++)
+		failures += !run(&verb, paths->pdata[i]);
 	return failures ? 1 : 0;
 }
 
