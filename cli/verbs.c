@@ -20,10 +20,27 @@ typedef struct {
 	gboolean option_given;  /* --bytes: raw numbers; refresh -r: a subtree */
 } Verb;
 
+/* "1.3 GiB", with a plain space (GLib's is a no-break space, two bytes,
+ * which would shift printf's columns). */
 static char *human_size(guint64 bytes, gboolean raw)
 {
-	return raw ? g_strdup_printf("%" G_GUINT64_FORMAT, bytes)
-		   : g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+	g_autofree char *text = NULL;
+	GString *plain;
+
+	if (raw)
+		return g_strdup_printf("%" G_GUINT64_FORMAT, bytes);
+	text = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+	plain = g_string_new(text);
+	g_string_replace(plain, "\u00a0", " ", 0);
+	return g_string_free(plain, FALSE);
+}
+
+/* One line of status: the same columns for files, directories and the
+ * cache, so that a listing of both lines up. */
+static void print_row(const char *state, const char *amount, const char *of, const char *share,
+		      const char *path)
+{
+	printf("%-11s %12s %-14s %6s  %s\n", state, amount, of, share, path);
 }
 
 /* Connects to the daemon serving path and sends "verb relpath". */
@@ -102,30 +119,35 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 	    2) {
 		g_autofree char *used = human_size(size, raw);
 		g_autofree char *limit = human_size(present, raw);
+		g_autofree char *of = g_strconcat("/ ", present ? limit : "no limit", NULL);
 
-		printf("%-8s %12s / %-12s  file data in the cache / --cache-max-size\n", "cache",
-		       used, present ? limit : "no limit");
+		print_row("cache", used, of, "", "(file data in the cache / --cache-max-size)");
 		return;
 	}
 	if (sscanf(answer, "dir populated %" G_GINT64_FORMAT, &age) == 1) {
 		g_autofree char *text = raw ? g_strdup_printf("%" G_GINT64_FORMAT " s", age)
 					    : human_age(age);
+		g_autofree char *ago = g_strconcat(text, " ago", NULL);
 
-		printf("%-8s %s ago  %s\n", "listed", text, path);
+		print_row("listed", ago, "", "", path);
 		return;
 	}
 	if (g_str_has_prefix(answer, "dir ")) {
-		printf("%-8s %s\n", answer + 4, path);
+		print_row(answer + 4, "", "", "", path);
 		return;
 	}
 	if (sscanf(answer, "file %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &size, &present) != 2)
 		return;
 	g_autofree char *p = human_size(present, raw);
 	g_autofree char *s = human_size(size, raw);
-	printf("%-8s %12s / %-12s %6.1f%%  %s%s\n",
-	       present == 0 && size ? "online" : present < size ? "partial" : "full", p, s,
-	       size ? 100.0 * (double)present / (double)size : 100.0, path,
-	       g_str_has_suffix(answer, " pinned") ? "  (pinned)" : "");
+	g_autofree char *of = g_strconcat("/ ", s, NULL);
+	g_autofree char *share = g_strdup_printf("%.1f%%", size ? 100.0 * (double)present /
+								(double)size : 100.0);
+	g_autofree char *shown = g_strconcat(path, g_str_has_suffix(answer, " pinned") ?
+						   "  (pinned)" : "", NULL);
+
+	print_row(present == 0 && size ? "online" : present < size ? "partial" : "full", p, of,
+		  share, shown);
 }
 
 static void draw_progress(const char *path, guint64 present, guint64 size)
@@ -161,7 +183,7 @@ static gboolean run(const Verb *verb, const char *path)
 		if (g_str_has_prefix(line, "error ")) {
 			char *message = strchr(line + 6, ' ');
 
-			fprintf(stderr, "%shttphsm %s: %s\n", tty ? "\n" : "", verb->verb,
+			fprintf(stderr, "%shttphsm %s: %s: %s\n", tty ? "\n" : "", verb->verb, path,
 				message ? message + 1 : line);
 		} else if (sscanf(line, "progress %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &a,
 				  &b) == 2) {

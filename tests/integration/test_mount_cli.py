@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from support.mount import httphsm_binary, is_mounted
+from support.mount import httphsm_binary, is_mounted, walk_to
+from support.tree import DEEP
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -199,3 +200,21 @@ def test_verb_options_go_anywhere(mounted, tree_root):
     assert before.stdout == after.stdout
     bad = run(httphsm_binary(), "status", path, "--bites")
     assert bad.returncode == 2 and "unknown option '--bites'" in bad.stderr
+
+
+def test_status_columns_line_up(mounted):
+    walk_to(mounted.mountpoint, DEEP)
+    with open(mounted.path(DEEP), "rb") as f:
+        f.read(1)
+    paths = [mounted.path(DEEP), mounted.path("a"), mounted.mountpoint]
+    out = run(httphsm_binary(), "status", *paths).stdout.splitlines()
+    lines = [line for line in out if not line.startswith("cache")]
+    assert [line.index(p) for line, p in zip(lines, paths)] == [lines[0].index(paths[0])] * 3, out
+    cache_line = [line for line in out if line.startswith("cache")][0]
+    assert cache_line.index("(file data") == lines[0].index(paths[0]), out
+
+
+def test_errors_name_the_path_given(mounted):
+    relative = os.path.relpath(mounted.path("no-such-file"))
+    r = run(httphsm_binary(), "prefetch", relative)
+    assert r.returncode == 1 and f"httphsm prefetch: {relative}" in r.stderr, r.stderr
