@@ -132,6 +132,9 @@ static void do_prefetch(HsmControl *control, int fd, const char *relpath, gboole
 		return;
 	}
 	hsm_file_get_status(file, &status);
+	/* What was there before: the client counts the rate from it. */
+	reply(fd, "progress %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", status.present,
+	      status.size);
 	/* Steps in order: the reads look sequential, so the window grows. */
 	for (guint64 offset = 0; offset < status.size; offset += PREFETCH_STEP) {
 		HsmFileStatus now;

@@ -17,7 +17,7 @@ static const Command commands[] = {
 	{ "mount", hsm_command_mount, "[OPTIONS] URL MOUNTPOINT  serve an HTTP tree" },
 	{ "umount", hsm_command_umount, "MOUNTPOINT                stop serving it" },
 	{ "status", hsm_command_status, "[--bytes] PATH...         what is in the local cache" },
-	{ "prefetch", hsm_command_prefetch, "[--pin] PATH...           fetch whole files now" },
+	{ "prefetch", hsm_command_prefetch, "[--pin] [-r] PATH...      fetch whole files now" },
 	{ "evict", hsm_command_evict, "[--bytes] PATH...         free their local copy" },
 	{ "unpin", hsm_command_unpin, "PATH...                   let pinned files be evicted" },
 	{ "refresh", hsm_command_refresh, "[-r] DIRECTORY...         revalidate listings now" },

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -18,7 +19,19 @@ typedef struct {
 	const char *option;     /* the verb's one option, or NULL */
 	const char *request;    /* sent instead of verb with the option, or NULL */
 	gboolean option_given;  /* --bytes: raw numbers; refresh -r: a subtree */
+	gboolean walks;         /* prefetch: -r takes the files below a directory */
+	gboolean recursive;     /* -r was given */
 } Verb;
+
+/* What a progress bar shows: one file, or all the files of prefetch -r. */
+typedef struct {
+	guint64 total;          /* bytes of all the files */
+	guint64 finished;       /* bytes of the files done */
+	guint64 fetched;        /* bytes fetched so far (for the rate) */
+	guint64 last_present;   /* of the current file, at its last progress line */
+	gint64 started;         /* monotonic usec */
+	const char *label;
+} Progress;
 
 /* "1.3 GiB", with a plain space (GLib's is a no-break space, two bytes,
  * which would shift printf's columns). */
@@ -150,21 +163,45 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 		  share, shown);
 }
 
-static void draw_progress(const char *path, guint64 present, guint64 size)
+/* One line on stderr: a bar, bytes present of the total, the rate of
+ * this run and the time left at that rate. */
+static void draw_progress(Progress *progress, guint64 present, guint64 size)
 {
-	int width = 30, filled = size ? (int)(width * present / size) : width;
-	g_autofree char *p = human_size(present, FALSE);
-	g_autofree char *s = human_size(size, FALSE);
+	guint64 total = progress->total ? progress->total : size;
+	guint64 done = MIN(progress->finished + present, total);
+	int width = 30, filled = total ? (int)(width * done / total) : width;
+	double seconds = (double)(g_get_monotonic_time() - progress->started) / G_USEC_PER_SEC;
+	guint64 rate = seconds > 0.2 ? (guint64)((double)progress->fetched / seconds) : 0;
+	g_autofree char *p = human_size(done, FALSE);
+	g_autofree char *t = human_size(total, FALSE);
+	g_autofree char *r = human_size(rate, FALSE);
+	g_autofree char *eta = rate ? g_strdup_printf("%" G_GUINT64_FORMAT " s left",
+						      (total - done) / rate)
+				    : g_strdup("");
 
-	fprintf(stderr, "\r[%.*s%*s] %5.1f%% %s / %s  %s", filled,
+	fprintf(stderr, "\r[%.*s%*s] %5.1f%% %s / %s  %s/s %s  %s\033[K", filled,
 		"##############################", width - filled, "",
-		size ? 100.0 * (double)present / (double)size : 100.0, p, s, path);
+		total ? 100.0 * (double)done / (double)total : 100.0, p, t, r, eta,
+		progress->label);
 	fflush(stderr);
 }
 
-/* Runs one verb on one path; prints what it answered. */
-static gboolean run(const Verb *verb, const char *path)
+/* A progress line of the daemon's: counts what it fetched, and draws. */
+static void note_progress(Progress *progress, gboolean tty, guint64 present, guint64 size)
 {
+	if (present > progress->last_present)
+		progress->fetched += present - progress->last_present;
+	progress->last_present = present;
+	if (tty)
+		draw_progress(progress, present, size);
+}
+
+/* Runs one verb on one path; prints what it answered.  progress: the
+ * files of prefetch -r, or NULL for this path alone. */
+static gboolean run(const Verb *verb, const char *path, Progress *progress)
+{
+	Progress own = { .started = g_get_monotonic_time(), .label = path };
+	gboolean first_progress = TRUE;
 	g_autoptr(GError) err = NULL;
 	int fd = ask_daemon(verb->option_given && verb->request ? verb->request : verb->verb, path,
 			    &err);
@@ -187,10 +224,14 @@ static gboolean run(const Verb *verb, const char *path)
 				message ? message + 1 : line);
 		} else if (sscanf(line, "progress %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &a,
 				  &b) == 2) {
-			if (tty)
-				draw_progress(path, a, b);
+			if (!progress)
+				progress = &own;
+			if (first_progress) /* present already: not fetched by us */
+				progress->last_present = a;
+			first_progress = FALSE;
+			note_progress(progress, tty, a, b);
 		} else if (g_str_has_prefix(line, "done ")) {
-			if (tty)
+			if (tty && progress == &own)
 				fputc('\n', stderr);
 			ok = TRUE;
 		} else if (sscanf(line, "evicted %" G_GUINT64_FORMAT, &a) == 1) {
@@ -227,12 +268,14 @@ static const Verb verbs[] = {
 	  "ages in seconds.\n",
 	  "--bytes" },
 	[PREFETCH] = { "prefetch",
-	  "Usage: httphsm prefetch [--pin] PATH...\n\n"
+	  "Usage: httphsm prefetch [--pin] [-r] PATH...\n\n"
 	  "Fetches whole files into the local cache now (with a progress bar on\n"
-	  "a terminal), so that later reads need no network.  --pin also keeps\n"
-	  "them there: neither --cache-max-size nor evict frees a pinned file\n"
-	  "(httphsm unpin undoes it).\n",
-	  "--pin", "prefetch-pin" },
+	  "a terminal: bytes, rate, time left), so that later reads need no\n"
+	  "network.  -r (--recursive) takes every file below a directory, with\n"
+	  "one progress bar for them all.  --pin also keeps them there: neither\n"
+	  "--cache-max-size nor evict frees a pinned file (httphsm unpin undoes\n"
+	  "it).\n",
+	  "--pin", "prefetch-pin", .walks = TRUE },
 	[EVICT] = { "evict",
 	  "Usage: httphsm evict [--bytes] PATH...\n\n"
 	  "Frees the local copy of files (they stay visible and are fetched\n"
@@ -253,6 +296,61 @@ static const Verb verbs[] = {
 	  "-r", "refresh-r" },
 };
 
+/* The regular files at or below path (not following symbolic links), and
+ * their total size.  Listing a directory of the mount fetches its listing. */
+static void collect_files(const char *path, GPtrArray *files, guint64 *total)
+{
+	struct stat st;
+	GDir *dir;
+	const char *name;
+
+	if (lstat(path, &st) < 0) {
+		fprintf(stderr, "httphsm prefetch: %s: %s\n", path, g_strerror(errno));
+		return;
+	}
+	if (S_ISREG(st.st_mode)) {
+		g_ptr_array_add(files, g_strdup(path));
+		*total += st.st_size;
+		return;
+	}
+	if (!S_ISDIR(st.st_mode) || !(dir = g_dir_open(path, 0, NULL)))
+		return;
+	while ((name = g_dir_read_name(dir))) {
+		g_autofree char *child = g_build_filename(path, name, NULL);
+
+		collect_files(child, files, total);
+	}
+	g_dir_close(dir);
+}
+
+/* prefetch -r: every file below the paths, with one progress bar. */
+static gboolean prefetch_tree(const Verb *verb, GPtrArray *paths)
+{
+	g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+	Progress progress = { .started = g_get_monotonic_time() };
+	gboolean tty = isatty(STDERR_FILENO);
+	g_autofree char *fetched = NULL;
+	int failures = 0;
+
+	for (guint i = 0; i < paths->len; i++)
+		collect_files(paths->pdata[i], files, &progress.total);
+	for (guint i = 0; i < files->len; i++) {
+		const char *file = files->pdata[i];
+		struct stat st;
+
+		progress.label = file;
+		progress.last_present = 0;
+		failures += !run(verb, file, &progress);
+		progress.finished += stat(file, &st) == 0 ? (guint64)st.st_size : 0;
+	}
+	if (tty && files->len)
+		fputc('\n', stderr);
+	fetched = human_size(progress.fetched, FALSE);
+	printf("prefetched %u of %u file%s, %s fetched\n", files->len - failures, files->len,
+	       files->len == 1 ? "" : "s", fetched);
+	return failures == 0;
+}
+
 /* Options may come anywhere among the paths, as in most commands; "--"
  * ends them (for a path that starts with '-'). */
 static int run_verb(const Verb *which, int argc, char **argv)
@@ -269,6 +367,9 @@ static int run_verb(const Verb *which, int argc, char **argv)
 			options_end = TRUE;
 		} else if (verb.option && !strcmp(argv[i], verb.option)) {
 			verb.option_given = TRUE;
+		} else if (verb.walks && (!strcmp(argv[i], "-r") ||
+					  !strcmp(argv[i], "--recursive"))) {
+			verb.recursive = TRUE;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fprintf(stdout, "%s", verb.usage);
 			return 0;
@@ -282,8 +383,10 @@ static int run_verb(const Verb *which, int argc, char **argv)
 		fprintf(stderr, "%s", verb.usage);
 		return 2;
 	}
+	if (verb.recursive)
+		return prefetch_tree(&verb, paths) ? 0 : 1;
 	for (guint i = 0; i < paths->len; i++)
-		failures += !run(&verb, paths->pdata[i]);
+		failures += !run(&verb, paths->pdata[i], NULL);
 	return failures ? 1 : 0;
 }
 

@@ -218,3 +218,17 @@ def test_errors_name_the_path_given(mounted):
     relative = os.path.relpath(mounted.path("no-such-file"))
     r = run(httphsm_binary(), "prefetch", relative)
     assert r.returncode == 1 and f"httphsm prefetch: {relative}" in r.stderr, r.stderr
+
+
+def test_prefetch_r_takes_every_file_below(mounted, nginx, tree_root):
+    walk_to(mounted.mountpoint, DEEP)
+    want = {os.path.join(d, f): os.path.getsize(os.path.join(d, f))
+            for d, _, fs in os.walk(os.path.join(tree_root, "pub", "odd")) for f in fs}
+    nginx.clear_log()
+    r = run(httphsm_binary(), "prefetch", "-r", mounted.path("odd"), mounted.path(DEEP))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"prefetched {len(want) + 1} of {len(want) + 1} files"), r.stdout
+    for path in want:
+        rel = os.path.relpath(path, os.path.join(tree_root, "pub"))
+        status = run(httphsm_binary(), "status", "--bytes", mounted.path(rel)).stdout.split()
+        assert status[0] == "full" and int(status[1]) == want[path], (rel, status)
