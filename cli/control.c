@@ -6,7 +6,8 @@
  *     status RELPATH    ->  "file SIZE PRESENT [pinned]" | "dir populated AGE" |
  *                           "dir unpopulated" (AGE: seconds since the listing was
  *                           fetched or revalidated); for the root, first
- *                           "cache USED LIMIT" (LIMIT 0: none)
+ *                           "source URL CACHE_DIR" and "cache USED LIMIT"
+ *                           (LIMIT 0: none)
  *     prefetch RELPATH  ->  "progress PRESENT SIZE"... then "done SIZE"
  *     prefetch-pin RELPATH  the same, the file pinned first (never evicted)
  *     unpin RELPATH     ->  "unpinned"
@@ -97,6 +98,10 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 		guint64 used, limit;
 
 		if (!*relpath) {
+			/* findmnt shows a bind mount's source as the cache
+			 * directory: the URL is told here. */
+			reply(fd, "source %s %s\n", hsm_tree_url(control->tree),
+			      hsm_tree_cache_dir(control->tree));
 			hsm_tree_cache_usage(control->tree, &used, &limit);
 			reply(fd, "cache %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", used,
 			      limit == G_MAXUINT64 ? 0 : limit);

@@ -128,6 +128,13 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 	guint64 size, present;
 	gint64 age;
 
+	if (g_str_has_prefix(answer, "source ")) {
+		g_auto(GStrv) fields = g_strsplit(answer + 7, " ", 2);
+
+		if (fields[0] && fields[1])
+			printf("%-11s %s  (cache %s)\n", "source", fields[0], fields[1]);
+		return;
+	}
 	if (sscanf(answer, "cache %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &size, &present) ==
 	    2) {
 		g_autofree char *used = human_size(size, raw);

@@ -29,6 +29,11 @@ LIMIT = 48 * MiB
 BOUND = LIMIT + FILE_SIZE + MiB
 
 
+def cache_line(status):
+    """The fields of status's "cache USED / LIMIT" line."""
+    return next(line.split() for line in status.splitlines() if line.startswith("cache "))
+
+
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory):
     root = tmp_path_factory.mktemp("origin")
@@ -161,7 +166,7 @@ def test_pinned_file_survives_the_limit(origin, tmpfs, mount_factory):
     assert httphsm("unpin", pinned).stdout.startswith("unpinned")
     assert httphsm("evict", pinned).returncode == 0
     assert httphsm("status", pinned).stdout.startswith("online")
-    usage = httphsm("status", "--bytes", m.mountpoint).stdout.splitlines()[0].split()
+    usage = cache_line(httphsm("status", "--bytes", m.mountpoint).stdout)
     assert usage[0] == "cache" and int(usage[1]) <= LIMIT + MiB and usage[3] == str(LIMIT)
 
 
@@ -208,7 +213,7 @@ def test_limit_and_pins_survive_a_remount(origin, tmpfs, mount_factory):
     m = mount_factory(server.url, name="again", cache=cache, args=args)
     deadline = time.time() + 20
     while time.time() < deadline:
-        usage = httphsm("status", "--bytes", m.mountpoint).stdout.splitlines()[0].split()
+        usage = cache_line(httphsm("status", "--bytes", m.mountpoint).stdout)
         if int(usage[1]) >= held:
             break
         time.sleep(0.2)

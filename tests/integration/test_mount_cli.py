@@ -208,7 +208,7 @@ def test_status_columns_line_up(mounted):
         f.read(1)
     paths = [mounted.path(DEEP), mounted.path("a"), mounted.mountpoint]
     out = run(httphsm_binary(), "status", *paths).stdout.splitlines()
-    lines = [line for line in out if not line.startswith("cache")]
+    lines = [line for line in out if not line.startswith(("cache", "source"))]
     assert [line.index(p) for line, p in zip(lines, paths)] == [lines[0].index(paths[0])] * 3, out
     cache_line = [line for line in out if line.startswith("cache")][0]
     assert cache_line.index("(file data") == lines[0].index(paths[0]), out
@@ -232,3 +232,8 @@ def test_prefetch_r_takes_every_file_below(mounted, nginx, tree_root):
         rel = os.path.relpath(path, os.path.join(tree_root, "pub"))
         status = run(httphsm_binary(), "status", "--bytes", mounted.path(rel)).stdout.split()
         assert status[0] == "full" and int(status[1]) == want[path], (rel, status)
+
+
+def test_status_of_the_mount_names_its_source(mounted, nginx):
+    out = run(httphsm_binary(), "status", mounted.mountpoint).stdout.splitlines()
+    assert out[0].split() == ["source", nginx.url + "pub/", "(cache", mounted.cache_dir + ")"]
