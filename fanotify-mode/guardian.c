@@ -12,6 +12,7 @@
 #include "fanotify-abi.h"
 #include "group.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -295,6 +296,40 @@ static int take_over(int *groups, guint n_groups, Slot *table, const char *mount
 	}
 }
 
+/* The daemon's other descriptors (its HTTP connections, files it serves)
+ * are not the guardian's to hold: closed, keeping keep[0..count). */
+static void close_inherited(const int *keep, guint count)
+{
+	DIR *fds = opendir("/proc/self/fd");
+	struct dirent *entry;
+
+	if (!fds)
+		return;
+	while ((entry = readdir(fds))) {
+		int fd = atoi(entry->d_name);
+		gboolean kept = fd <= STDERR_FILENO || fd == dirfd(fds) || entry->d_name[0] == '.';
+
+		for (guint i = 0; i < count && !kept; i++)
+			kept = keep[i] == fd;
+		if (!kept)
+			close(fd);
+	}
+	closedir(fds);
+}
+
+/* The guardian must outlive the daemon: an OOM kill of the daemon's
+ * memory hog must not take it first.  Needs CAP_SYS_RESOURCE (root has it). */
+static void shield_from_oom(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (write(fd, "-1000", 5) < 0)
+		say("cannot set oom_score_adj: %s", g_strerror(errno));
+	close(fd);
+}
+
 int hsm_guardian_main(int argc, char **argv)
 {
 	int groups[MAX_GROUPS];
@@ -312,7 +347,14 @@ int hsm_guardian_main(int argc, char **argv)
 		groups[n_groups++] = atoi(*number);
 	table_fd = atoi(argv[2]);
 	pipe_fd = atoi(argv[3]);
+	{
+		int keep[MAX_GROUPS + 2] = { table_fd, pipe_fd };
+
+		memcpy(keep + 2, groups, n_groups * sizeof(int));
+		close_inherited(keep, n_groups + 2);
+	}
 	guardian_log = fopen(argv[5], "ae");
+	shield_from_oom();
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);

@@ -153,6 +153,38 @@ def test_fuse_and_fanotify_share_one_cache(nginx, fan_factory, mount_factory, ex
     assert sha256(fan.path(name)) == sha256(os.path.join(tree_root, "pub", name))
 
 
+def test_the_guardian_outlives_the_daemon(nginx, fan_factory, tree_root):
+    """It holds nothing of the daemon's but the fanotify groups, its table and
+    its pipe; it is in a session of its own; the OOM killer spares it."""
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    with open(m.path(BIG_TAR), "rb") as f:
+        f.read(MiB)  # the daemon now has HTTP connections open
+        daemon_sockets = [os.readlink(f"/proc/{m.pid}/fd/{fd}")
+                          for fd in os.listdir(f"/proc/{m.pid}/fd")]
+        assert any(t.startswith("socket:") for t in daemon_sockets)
+        [guardian] = guardian_pids(m.mountpoint)
+        fds = {fd: os.readlink(f"/proc/{guardian}/fd/{fd}")
+               for fd in os.listdir(f"/proc/{guardian}/fd")}
+    held = sorted(t.split(":")[0] if ":" in t else "file" for fd, t in fds.items()
+                  if int(fd) > 2)
+    assert not any(t.startswith("socket:") for t in fds.values()), fds
+    assert held.count("anon_inode") >= 1 and held.count("pipe") == 1, fds
+    with open(f"/proc/{guardian}/oom_score_adj") as f:
+        adj = f.read().strip()
+    if has_capability(24):  # CAP_SYS_RESOURCE
+        assert adj == "-1000"
+    else:  # a container without it: the guardian says so
+        assert "cannot set oom_score_adj" in m.log()
+    assert os.getsid(int(guardian)) != os.getsid(m.pid)
+
+
+def has_capability(bit):
+    with open("/proc/self/status") as f:
+        effective = next(line for line in f if line.startswith("CapEff:")).split()[1]
+    return bool(int(effective, 16) >> bit & 1)
+
+
 def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
     """Readers of a daemon killed mid-read get correct bytes or an error;
     the guardian detaches the mount and exits once it is no longer used."""
