@@ -6,8 +6,9 @@
  *     status RELPATH    ->  "file SIZE PRESENT [pinned]" | "dir populated AGE" |
  *                           "dir unpopulated" (AGE: seconds since the listing was
  *                           fetched or revalidated); for the root, first
- *                           "source URL CACHE_DIR" and "cache USED LIMIT"
- *                           (LIMIT 0: none)
+ *                           "source URL CACHE_DIR", with --populate eager
+ *                           "crawl LISTED FAILED QUEUED DEPTH MAX_DEPTH DONE
+ *                           TRUNCATED", and "cache USED LIMIT" (LIMIT 0: none)
  *     prefetch RELPATH  ->  "progress PRESENT SIZE"... then "done SIZE"
  *     prefetch-pin RELPATH  the same, the file pinned first (never evicted)
  *     unpin RELPATH     ->  "unpinned"
@@ -37,6 +38,7 @@
 
 struct HsmControl {
 	HsmTree *tree;
+	HsmCrawl *crawl;         /* or NULL; atomic (set while serving) */
 	char *path;
 	int listen_fd;
 	int wake_fd;
@@ -80,6 +82,25 @@ static void reply_error(int fd, GError *err)
 	reply(fd, "error %d %s\n", hsm_error_errno(err), err->message);
 }
 
+static void report_crawl(HsmControl *control, int fd)
+{
+	HsmCrawlStatus c;
+
+	HsmCrawl *crawl = g_atomic_pointer_get(&control->crawl);
+
+	if (!crawl)
+		return;
+	hsm_crawl_get_status(crawl, &c);
+	reply(fd, "crawl %u %u %u %u %u %d %d\n", c.listed, c.failed, c.queued, c.depth,
+	      c.max_depth, c.done, c.truncated);
+}
+
+void hsm_control_set_crawl(HsmControl *control, HsmCrawl *crawl)
+{
+	if (control)
+		g_atomic_pointer_set(&control->crawl, crawl);
+}
+
 static void do_status(HsmControl *control, int fd, const char *relpath)
 {
 	g_autoptr(GError) err = NULL;
@@ -102,6 +123,7 @@ static void do_status(HsmControl *control, int fd, const char *relpath)
 			 * directory: the URL is told here. */
 			reply(fd, "source %s %s\n", hsm_tree_url(control->tree),
 			      hsm_tree_cache_dir(control->tree));
+			report_crawl(control, fd);
 			hsm_tree_cache_usage(control->tree, &used, &limit);
 			reply(fd, "cache %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", used,
 			      limit == G_MAXUINT64 ? 0 : limit);

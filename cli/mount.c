@@ -43,6 +43,9 @@ typedef struct {
 	char *dir_cache_time;
 	char *cache_max_size;
 	char *cache_max_age;
+	char *populate;
+	guint crawl_depth;       /* from populate */
+	guint crawl_max_dirs;
 	gboolean verbose;
 	gboolean fuse_debug;
 	char *log_file;
@@ -249,6 +252,13 @@ static const GOptionEntry mount_table[] = {
 	{ "dir-cache-time", 0, 0, G_OPTION_ARG_STRING, FIELD(dir_cache_time),
 	  "How long a directory listing is used before it is revalidated, "
 	  "e.g. 90s, 5m, 2h; 0: at every access; inf: never (default: 5m)", "DURATION" },
+	{ "populate", 0, 0, G_OPTION_ARG_STRING, FIELD(populate),
+	  "lazy: list a directory when it is first used; eager[:DEPTH[:DIRS]]: also "
+	  "list the tree in the background from the mount on, breadth first, DEPTH "
+	  "levels down (default 3), at most DIRS directories (default 10000); "
+	  "`status MOUNTPOINT` shows its progress (default: eager in fanotify "
+	  "mode on kernels without lookup events, where a path is found only once "
+	  "its directories are listed; lazy otherwise)", "MODE" },
 	{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, FIELD(log_file),
 	  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
 	{ "verbose", 'v', 0, G_OPTION_ARG_NONE, FIELD(verbose), "Log debug messages", NULL },
@@ -421,6 +431,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->dir_cache_time);
 	g_free(o->cache_max_size);
 	g_free(o->cache_max_age);
+	g_free(o->populate);
 	g_free(o->log_file);
 }
 
@@ -472,6 +483,38 @@ static char *mount_at(const char *path)
 			return g_strdup(m->fs_type);
 	}
 	return NULL;
+}
+
+/* --populate: how deep to list the tree at mount; CRAWL_AUTO: eager where
+ * the kernel has no lookup events, CRAWL_NONE: lazy. */
+#define CRAWL_NONE 0
+#define CRAWL_AUTO G_MAXUINT
+#define CRAWL_DEPTH 3
+#define CRAWL_MAX_DIRS 10000
+#define CRAWL_PARALLEL 4
+
+static gboolean parse_populate(const char *text, guint *depth, guint *max_dirs, GError **err)
+{
+	g_auto(GStrv) parts = text ? g_strsplit(text, ":", 3) : NULL;
+	guint64 value;
+
+	*depth = !text ? CRAWL_AUTO : !strcmp(text, "lazy") ? CRAWL_NONE : CRAWL_DEPTH;
+	*max_dirs = CRAWL_MAX_DIRS;
+	if (!text || !strcmp(text, "lazy") || !strcmp(text, "eager"))
+		return TRUE;
+	if (strcmp(parts[0], "eager") || !parts[1] ||
+	    !g_ascii_string_to_unsigned(parts[1], 10, 1, 1000, &value, NULL))
+		goto bad;
+	*depth = (guint)value;
+	if (parts[2] && !g_ascii_string_to_unsigned(parts[2], 10, 1, 100000000, &value, NULL))
+		goto bad;
+	if (parts[2])
+		*max_dirs = (guint)value;
+	return TRUE;
+bad:
+	g_set_error(err, HSM_ERROR, EINVAL,
+		    "--populate '%s': lazy, eager or eager:DEPTH[:DIRECTORIES]", text);
+	return FALSE;
 }
 
 static gboolean check_mountpoint(const char *path, GError **err)
@@ -576,6 +619,22 @@ static HsmControl *announce(HsmTree *tree, const char *mountpoint, const char *m
 	return control;
 }
 
+/* Lists the tree in the background if asked, or if the kernel would not
+ * find unlisted paths. */
+static HsmCrawl *start_crawl(HsmTree *tree, HsmControl *control, guint depth,
+			     guint max_dirs, gboolean finds_any_path)
+{
+	HsmCrawl *crawl;
+
+	if (depth == CRAWL_AUTO)
+		depth = finds_any_path ? CRAWL_NONE : CRAWL_DEPTH;
+	if (depth == CRAWL_NONE)
+		return NULL;
+	crawl = hsm_crawl_start(tree, depth, max_dirs, CRAWL_PARALLEL);
+	hsm_control_set_crawl(control, crawl);
+	return crawl;
+}
+
 static char *join_fuse_options(const MountOptions *o)
 {
 	GString *joined = g_string_new(NULL);
@@ -590,6 +649,7 @@ static char *join_fuse_options(const MountOptions *o)
 static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoint,
 		      GError **err)
 {
+	HsmCrawl *crawl;
 	g_autofree char *fuse_options = join_fuse_options(o);
 	HsmFuse *fuse = hsm_fuse_mount(tree, mountpoint, fuse_options, o->fuse_debug, err);
 	HsmControl *control;
@@ -598,29 +658,35 @@ static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoi
 	if (!fuse)
 		return 1;
 	control = announce(tree, mountpoint, "fuse");
+	crawl = start_crawl(tree, control, o->crawl_depth, o->crawl_max_dirs, TRUE);
 	rc = hsm_fuse_serve(fuse);
 	hsm_daemon_stopping();
 	hsm_registry_remove(mountpoint);
 	hsm_control_stop(control);
+	hsm_crawl_stop(crawl); /* before the hooks it may call go */
 	hsm_fuse_free(fuse);
 	g_message("unmounted %s", mountpoint);
 	return rc ? 1 : 0;
 }
 
-static int serve_fanotify(HsmTree *tree, const char *mountpoint, const char *log_path,
-			  GError **err)
+static int serve_fanotify(HsmTree *tree, const MountOptions *o, const char *mountpoint,
+			  const char *log_path, GError **err)
 {
 	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, err);
 	HsmControl *control;
+	HsmCrawl *crawl;
 	int rc;
 
 	if (!fan)
 		return 1;
 	control = announce(tree, mountpoint, "fanotify");
+	crawl = start_crawl(tree, control, o->crawl_depth, o->crawl_max_dirs,
+			    hsm_fanotify_has_lookup_events(fan));
 	rc = hsm_fanotify_serve(fan);
 	hsm_daemon_stopping();
 	hsm_registry_remove(mountpoint);
 	hsm_control_stop(control);
+	hsm_crawl_stop(crawl); /* before the hooks it may call go */
 	hsm_fanotify_free(fan);
 	return rc;
 }
@@ -661,6 +727,7 @@ int hsm_command_mount(int argc, char **argv)
 	mountpoint = g_canonicalize_filename(argv[2], NULL);
 	fanotify = o.mode && !strcmp(o.mode, "fanotify");
 	if (!check_privileges(fanotify, &err) ||
+	    !parse_populate(o.populate, &o.crawl_depth, &o.crawl_max_dirs, &err) ||
 	    !tree_options_from(&o, argv[1], &tree_options, &err) ||
 	    !check_mountpoint(mountpoint, &err)) {
 		fprintf(stderr, "%s: %s\n", g_get_prgname(), err->message);
@@ -676,7 +743,7 @@ int hsm_command_mount(int argc, char **argv)
 	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err))
 		goto failed;
 	if (fanotify)
-		rc = serve_fanotify(tree, mountpoint, log_file_path, &err);
+		rc = serve_fanotify(tree, &o, mountpoint, log_file_path, &err);
 	else
 		rc = serve_fuse(tree, &o, mountpoint, &err);
 	if (err)

@@ -128,6 +128,19 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 	guint64 size, present;
 	gint64 age;
 
+	guint listed, failed, queued, depth, max_depth;
+	int done, truncated;
+
+	if (sscanf(answer, "crawl %u %u %u %u %u %d %d", &listed, &failed, &queued, &depth,
+		   &max_depth, &done, &truncated) == 7) {
+		printf("%-11s %u directories listed, %u failed; %s\n", "crawl", listed, failed,
+		       !done ? "going" : truncated ? "stopped at its limit of directories"
+						  : "done");
+		if (!done)
+			printf("%-11s depth %u of %u, %u to go at this depth\n", "", depth,
+			       max_depth, queued);
+		return;
+	}
 	if (g_str_has_prefix(answer, "source ")) {
 		g_auto(GStrv) fields = g_strsplit(answer + 7, " ", 2);
 

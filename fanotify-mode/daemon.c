@@ -124,6 +124,11 @@ void hsm_fanotify_stop_signals(sigset_t *set)
 	sigaddset(set, SIGHUP);
 }
 
+gboolean hsm_fanotify_has_lookup_events(HsmFanotify *fan)
+{
+	return fan->caps.dir_lookup;
+}
+
 int hsm_fanotify_serve(HsmFanotify *fan)
 {
 	const struct timespec second = { 1, 0 };

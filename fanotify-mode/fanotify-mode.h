@@ -21,6 +21,10 @@ HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const cha
 /* Serves until SIGINT/SIGTERM/SIGHUP finds the mount unused (then unmounts)
  * or until someone else unmounted it. */
 int hsm_fanotify_serve(HsmFanotify *fan);
+/* Whether the kernel raises lookup events (the patched 6.1): then any path
+ * opens directly; without them (mainline) only paths whose directories
+ * were listed. */
+gboolean hsm_fanotify_has_lookup_events(HsmFanotify *fan);
 /* Answers what is pending, stops everything, frees. */
 void hsm_fanotify_free(HsmFanotify *fan);
 

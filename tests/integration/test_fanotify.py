@@ -15,7 +15,7 @@ import pytest
 
 from support.files import MiB, sha256, snapshot
 from support.mount import httphsm_binary, is_mounted, walk_to
-from support.tree import BIG_TAR, V6
+from support.tree import BIG_TAR, DEEP, V6
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -304,3 +304,39 @@ def test_stop_waits_for_a_lazily_detached_mount(nginx, fan_factory, tree_root,
         os.close(fd)
     assert m.wait_daemon_exit(30)
     assert "was unmounted" in m.log()
+
+
+def crawl_status(m, timeout=120):
+    """`httphsm status` of the mount once its crawl is done."""
+    deadline = time.time() + timeout
+    while True:
+        out = subprocess.run([httphsm_binary(), "status", m.mountpoint], capture_output=True,
+                             text=True).stdout
+        if "crawl " not in out or "; going" not in out or time.time() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+def test_eager_populate_finds_deep_paths(nginx, fan_factory, tree_root):
+    """--populate eager:DEPTH lists the tree in the background: once it is
+    done, a deep path opens without anyone having listed its directories
+    (on mainline, where there is no lookup event, nothing else would)."""
+    m = fan_factory(nginx.url + "pub/", args=["--populate", "eager:6"])
+    status = crawl_status(m)
+    crawl = next(line for line in status.splitlines() if line.startswith("crawl"))
+    assert crawl.endswith("; done"), status
+    listed = int(crawl.split()[1])
+    dirs = sum(1 for _, _, _ in os.walk(os.path.join(tree_root, "pub")))
+    assert listed == dirs, (listed, dirs)
+    with open(m.path(DEEP), "rb") as f, open(os.path.join(tree_root, "pub", DEEP), "rb") as want:
+        assert f.read() == want.read()
+
+
+def test_populate_default_follows_the_kernel(nginx, fan_factory):
+    """Eager (3 levels) where the kernel has no lookup events, lazy where it has."""
+    m = fan_factory(nginx.url + "pub/")
+    status = crawl_status(m)
+    if lookup_events_supported(m):
+        assert "crawl" not in status, status
+    else:
+        assert "crawl " in status and "; done" in status, status
