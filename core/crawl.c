@@ -14,9 +14,14 @@ struct HsmCrawl {
 	GThread *thread;
 	atomic_int stop;
 	GMutex lock;
+	guint depth;             /* of the level being listed; set between levels */
 	HsmCrawlStatus status;   /* protected by lock */
+	GPtrArray *level;        /* relpaths of the level being listed... */
+	guint next_item;         /* ...and the next to take; protected by lock */
 	GPtrArray *next_level;   /* relpaths found this level; protected by lock */
 };
+
+#define MAX_PARALLEL 16
 
 /* The subdirectories of relpath in the cache tree (just listed). */
 static void add_subdirectories(HsmCrawl *crawl, const char *relpath)
@@ -49,17 +54,15 @@ static void add_subdirectories(HsmCrawl *crawl, const char *relpath)
 	closedir(dir);
 }
 
-/* A worker of the level's pool: lists one directory. */
-static void list_one(gpointer data, gpointer user_data)
+/* Lists one directory and notes its subdirectories for the next level. */
+static void list_one(HsmCrawl *crawl, const char *relpath)
 {
-	HsmCrawl *crawl = user_data;
-	g_autofree char *relpath = data;
 	g_autoptr(GError) err = NULL;
 	gboolean ok = FALSE;
 
 	if (!atomic_load(&crawl->stop)) {
 		ok = hsm_tree_populate(crawl->tree, relpath, &err);
-		if (ok && crawl->status.depth < crawl->max_depth)
+		if (ok && crawl->depth < crawl->max_depth)
 			add_subdirectories(crawl, relpath);
 		if (!ok)
 			g_message("crawl: cannot list /%s: %s", relpath, err->message);
@@ -73,20 +76,44 @@ static void list_one(gpointer data, gpointer user_data)
 	g_mutex_unlock(&crawl->lock);
 }
 
+/* A worker: takes the level's directories one at a time until none is
+ * left.  (Plain threads rather than a GThreadPool, whose locking
+ * ThreadSanitizer cannot see.) */
+static gpointer level_worker(gpointer data)
+{
+	HsmCrawl *crawl = data;
+
+	for (;;) {
+		const char *relpath = NULL;
+
+		g_mutex_lock(&crawl->lock);
+		if (crawl->next_item < crawl->level->len)
+			relpath = crawl->level->pdata[crawl->next_item++];
+		g_mutex_unlock(&crawl->lock);
+		if (!relpath)
+			return NULL;
+		list_one(crawl, relpath);
+	}
+}
+
 /* Lists the level's directories, parallel at a time; returns the next
  * level's, within max_dirs. */
 static GPtrArray *list_level(HsmCrawl *crawl, GPtrArray *level)
 {
-	GThreadPool *pool = g_thread_pool_new(list_one, crawl, crawl->parallel, FALSE, NULL);
+	GThread *workers[MAX_PARALLEL];
+	guint count = MIN(crawl->parallel, level->len);
 	GPtrArray *next;
 	guint room;
 
 	g_mutex_lock(&crawl->lock);
+	crawl->level = level;
+	crawl->next_item = 0;
 	crawl->status.queued = level->len;
 	g_mutex_unlock(&crawl->lock);
-	for (guint i = 0; i < level->len; i++)
-		g_thread_pool_push(pool, g_strdup(level->pdata[i]), NULL);
-	g_thread_pool_free(pool, FALSE, TRUE); /* waits for them all */
+	for (guint i = 0; i < count; i++)
+		workers[i] = g_thread_new("crawl-list", level_worker, crawl);
+	for (guint i = 0; i < count; i++)
+		g_thread_join(workers[i]);
 	g_mutex_lock(&crawl->lock);
 	next = g_steal_pointer(&crawl->next_level);
 	crawl->next_level = g_ptr_array_new_with_free_func(g_free);
@@ -110,7 +137,7 @@ static gpointer crawl_thread(gpointer data)
 		GPtrArray *next;
 
 		g_mutex_lock(&crawl->lock);
-		crawl->status.depth = depth;
+		crawl->status.depth = crawl->depth = depth;
 		g_mutex_unlock(&crawl->lock);
 		next = list_level(crawl, level);
 		g_ptr_array_unref(level);
@@ -134,7 +161,7 @@ HsmCrawl *hsm_crawl_start(HsmTree *tree, guint max_depth, guint max_dirs, guint 
 	crawl->tree = tree;
 	crawl->max_depth = crawl->status.max_depth = max_depth;
 	crawl->max_dirs = MAX(max_dirs, 1u);
-	crawl->parallel = MAX(parallel, 1u);
+	crawl->parallel = CLAMP(parallel, 1u, MAX_PARALLEL);
 	g_mutex_init(&crawl->lock);
 	crawl->next_level = g_ptr_array_new_with_free_func(g_free);
 	crawl->thread = g_thread_new("crawl", crawl_thread, crawl);

@@ -6,7 +6,7 @@ import pathlib
 import re
 import sys
 
-FRONT_END_ALLOWED = {"tree", "file", "error", "url", "mountinfo"}
+FRONT_END_ALLOWED = {"tree", "crawl", "file", "error", "url", "mountinfo"}
 FRONT_ENDS = ("fusefs", "fanotify-mode", "cli")
 
 
