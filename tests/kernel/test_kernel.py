@@ -27,8 +27,8 @@ BIN = os.environ.get("HTTPHSM_KTEST_BIN",
                      os.path.join(TOP, "build", "kernel-tests"))
 
 TESTS = ["t_range", "t_fill", "t_noself", "t_deny", "t_refuse", "t_ignore",
-         "t_readdir", "t_lookup", "t_exec", "t_freeze", "t_gating",
-         "t_truncate"]
+         "t_readdir", "t_lookup", "t_exec", "t_freeze", "t_longname",
+         "t_gating", "t_truncate"]
 FILESYSTEMS = ["ext4", "xfs"]
 PROGRAM_TIMEOUT = 900     # seconds; the programs time out earlier themselves
 
