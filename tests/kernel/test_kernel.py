@@ -1,11 +1,11 @@
 """Kernel tests of the fanotify pre-content series (kernel-patches/).
 
 Runs the C programs of tests/kernel/ (built by `make -C tests/kernel`) on a
-freshly made ext4 and xfs file system, each loop-mounted from an image under
-$HSM_TEST_TMP (default /tmp, a tmpfs in the guest).  Meant to run as root in
-the QEMU guest booted with the patched kernel (scripts/vm-tests); on a
-mainline 6.14+ host kernel the same programs check the mainline subset of the
-ABI and skip the httphsm-only events.
+freshly made ext4, xfs and btrfs file system, each loop-mounted from an image
+under $HSM_TEST_TMP (default /tmp, a tmpfs in the guest).  Meant to run as
+root in the QEMU guest booted with the patched kernel (scripts/vm-tests); on
+a mainline 6.14+ host kernel the same programs check the mainline subset of
+the ABI and skip the httphsm-only events.
 
 Every program bounds its own waits and is killed by a timeout here, so a
 kernel deadlock fails a test instead of hanging the run.  The last test fails
@@ -27,8 +27,9 @@ BIN = os.environ.get("HTTPHSM_KTEST_BIN",
                      os.path.join(TOP, "build", "kernel-tests"))
 
 TESTS = ["t_range", "t_fill", "t_noself", "t_deny", "t_refuse", "t_ignore",
-         "t_readdir", "t_lookup", "t_exec", "t_freeze"]
-FILESYSTEMS = ["ext4", "xfs"]
+         "t_readdir", "t_lookup", "t_exec", "t_freeze", "t_longname",
+         "t_gating", "t_truncate", "t_lookuplast"]
+FILESYSTEMS = ["ext4", "xfs", "btrfs"]
 PROGRAM_TIMEOUT = 900     # seconds; the programs time out earlier themselves
 
 HSM_KERNEL = "httphsm" in platform.release()
@@ -48,7 +49,8 @@ def fs(request):
     """A new file system of the given type, loop-mounted; yields its root."""
     fstype = request.param
     mkfs = {"ext4": ["mkfs.ext4", "-q", "-F"],
-            "xfs": ["mkfs.xfs", "-q", "-f"]}[fstype]
+            "xfs": ["mkfs.xfs", "-q", "-f"],
+            "btrfs": ["mkfs.btrfs", "-q", "-f"]}[fstype]
     if not shutil.which(mkfs[0]):
         pytest.skip(f"{mkfs[0]} not installed")
     work = tempfile.mkdtemp(prefix=f"hsm-{fstype}-",
