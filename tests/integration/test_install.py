@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from support.tree import DEEP
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 pytestmark = [
@@ -144,6 +146,16 @@ def listing(path):
     return sorted(os.listdir(path))
 
 
+def assert_reads(mnt, tree_root):
+    """A file three directories down reads as the origin's."""
+    for part in DEEP.split("/")[:-1]:
+        mnt = os.path.join(mnt, part)
+        os.listdir(mnt)  # mainline fanotify mode finds only listed directories
+    with open(os.path.join(mnt, os.path.basename(DEEP)), "rb") as got, \
+            open(os.path.join(tree_root, "pub", DEEP), "rb") as want:
+        assert got.read() == want.read()
+
+
 def unmount(path):
     run("umount", path, check=False)
     if os.path.ismount(path):
@@ -157,6 +169,7 @@ def test_mount_t_fuse_httphsm(package, nginx, tree_root, tmp_path):
         run("mount", "-t", "fuse.httphsm", nginx.url + "pub/", mnt, "-o",
             f"ro,allow_other,cache-dir={tmp_path}/cache,max-connections=16")
         assert listing(mnt) == listing(os.path.join(tree_root, "pub"))
+        assert_reads(mnt, tree_root)
         with open("/proc/self/mounts") as f:
             assert any(line.split()[1] == str(mnt) and line.split()[2] == "fuse.httphsm"
                        for line in f)
@@ -172,6 +185,7 @@ def test_fstab_line(package, nginx, tree_root, tmp_path):
     try:
         run("mount", "-a", "-T", fstab)
         assert listing(mnt) == listing(os.path.join(tree_root, "pub"))
+        assert_reads(mnt, tree_root)
     finally:
         unmount(mnt)
 
@@ -189,6 +203,7 @@ def test_mount_t_httphsm_is_fanotify_mode(package, nginx, tree_root, tmp_path, e
         status = run("/usr/bin/httphsm", "status", mnt).stdout
         assert status.split()[:2] == ["source", nginx.url + "pub/"], status
         assert listing(mnt) == listing(os.path.join(tree_root, "pub"))
+        assert_reads(mnt, tree_root)
     finally:
         run("/usr/bin/httphsm", "umount", mnt, check=False)
         unmount(mnt)
