@@ -21,7 +21,6 @@
 #include "error.h"
 #include "url.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -212,27 +211,11 @@ static void do_evict(HsmControl *control, int fd, const char *relpath)
 /* The subdirectories of relpath that were listed, so worth revalidating. */
 static GPtrArray *listed_subdirs(HsmControl *control, const char *relpath)
 {
-	GPtrArray *subdirs = g_ptr_array_new_with_free_func(g_free);
-	int dirfd = openat(hsm_tree_root_fd(control->tree), *relpath ? relpath : ".",
-			   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *dir = dirfd >= 0 ? fdopendir(dirfd) : NULL;
-	struct dirent *d;
+	GPtrArray *subdirs = hsm_tree_subdirs(control->tree, relpath);
 
-	if (!dir) {
-		if (dirfd >= 0)
-			close(dirfd);
-		return subdirs;
-	}
-	while ((d = readdir(dir))) {
-		g_autofree char *child = NULL;
-
-		if (d->d_type != DT_DIR || !strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
-			continue;
-		child = hsm_path_join(relpath, d->d_name);
-		if (hsm_tree_is_populated(control->tree, child))
-			g_ptr_array_add(subdirs, g_steal_pointer(&child));
-	}
-	closedir(dir);
+	for (guint i = subdirs->len; i-- > 0;)
+		if (!hsm_tree_is_populated(control->tree, subdirs->pdata[i]))
+			g_ptr_array_remove_index(subdirs, i);
 	return subdirs;
 }
 

@@ -1,12 +1,7 @@
 /* Listing a tree ahead of use, breadth first: see crawl.h. */
 #include "crawl.h"
-#include "url.h"
 
-#include <dirent.h>
 #include <stdatomic.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 struct HsmCrawl {
 	HsmTree *tree;
@@ -23,35 +18,14 @@ struct HsmCrawl {
 
 #define MAX_PARALLEL 16
 
-/* The subdirectories of relpath in the cache tree (just listed). */
+/* The subdirectories of relpath (just listed) go to the next level. */
 static void add_subdirectories(HsmCrawl *crawl, const char *relpath)
 {
-	int fd = openat(hsm_tree_root_fd(crawl->tree), *relpath ? relpath : ".",
-			O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *entry;
+	GPtrArray *subdirs = hsm_tree_subdirs(crawl->tree, relpath);
 
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((entry = readdir(dir))) {
-		struct stat st;
-
-		if (entry->d_name[0] == '.' &&
-		    (!entry->d_name[1] || (entry->d_name[1] == '.' && !entry->d_name[2])))
-			continue;
-		if (entry->d_type != DT_DIR &&
-		    (entry->d_type != DT_UNKNOWN ||
-		     fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		     !S_ISDIR(st.st_mode)))
-			continue;
-		g_mutex_lock(&crawl->lock);
-		g_ptr_array_add(crawl->next_level, hsm_path_join(relpath, entry->d_name));
-		g_mutex_unlock(&crawl->lock);
-	}
-	closedir(dir);
+	g_mutex_lock(&crawl->lock);
+	g_ptr_array_extend_and_steal(crawl->next_level, subdirs);
+	g_mutex_unlock(&crawl->lock);
 }
 
 /* Lists one directory and notes its subdirectories for the next level. */

@@ -10,8 +10,12 @@
 #include "populate.h"
 #include "url.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define FLUSH_INTERVAL_USEC G_USEC_PER_SEC
 #define IDLE_USEC (30 * G_USEC_PER_SEC)
@@ -173,6 +177,39 @@ static gboolean is_fresh(HsmTree *tree, const DirRecord *dir)
 	if (dir->max_age >= 0)
 		lifetime = MIN(lifetime, dir->max_age * G_USEC_PER_SEC);
 	return g_get_monotonic_time() - dir->checked < MAX(lifetime, MIN_REVALIDATE_USEC);
+}
+
+/* Whether entry of dir is a directory (not following symbolic links). */
+static gboolean is_subdir(DIR *dir, const struct dirent *entry)
+{
+	struct stat st;
+
+	if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
+		return FALSE;
+	if (entry->d_type != DT_UNKNOWN)
+		return entry->d_type == DT_DIR;
+	return fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISDIR(st.st_mode);
+}
+
+GPtrArray *hsm_tree_subdirs(HsmTree *tree, const char *relpath)
+{
+	GPtrArray *subdirs = g_ptr_array_new_with_free_func(g_free);
+	int fd = openat(hsm_tree_root_fd(tree), *relpath ? relpath : ".",
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *entry;
+
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return subdirs;
+	}
+	while ((entry = readdir(dir)))
+		if (is_subdir(dir, entry))
+			g_ptr_array_add(subdirs, hsm_path_join(relpath, entry->d_name));
+	closedir(dir);
+	return subdirs;
 }
 
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath)

@@ -71,6 +71,9 @@ gboolean hsm_tree_populate(HsmTree *tree, const char *relpath, GError **err);
  * the front end shows what changed (the flush hook). */
 gboolean hsm_tree_refresh(HsmTree *tree, const char *relpath, GError **err);
 
+/* The relpaths of the subdirectories directory relpath has in the cache
+ * tree now (no request); free with g_ptr_array_unref(). */
+GPtrArray *hsm_tree_subdirs(HsmTree *tree, const char *relpath);
 /* Without a request: TRUE once relpath was populated (by any daemon). */
 gboolean hsm_tree_is_populated(HsmTree *tree, const char *relpath);
 /* Bytes of file data the cache holds (as far as counted yet: the count of
