@@ -317,8 +317,8 @@ static const Verb verbs[] = {
 };
 
 /* The regular files at or below path (not following symbolic links), and
- * their total size.  Listing a directory of the mount fetches its listing. */
-static void collect_files(const char *path, GPtrArray *files, guint64 *total)
+ * their sizes.  Listing a directory of the mount fetches its listing. */
+static void collect_files(const char *path, GPtrArray *files, GArray *sizes)
 {
 	struct stat st;
 	GDir *dir;
@@ -329,8 +329,10 @@ static void collect_files(const char *path, GPtrArray *files, guint64 *total)
 		return;
 	}
 	if (S_ISREG(st.st_mode)) {
+		guint64 size = st.st_size;
+
 		g_ptr_array_add(files, g_strdup(path));
-		*total += st.st_size;
+		g_array_append_val(sizes, size);
 		return;
 	}
 	if (!S_ISDIR(st.st_mode) || !(dir = g_dir_open(path, 0, NULL)))
@@ -338,7 +340,7 @@ static void collect_files(const char *path, GPtrArray *files, guint64 *total)
 	while ((name = g_dir_read_name(dir))) {
 		g_autofree char *child = g_build_filename(path, name, NULL);
 
-		collect_files(child, files, total);
+		collect_files(child, files, sizes);
 	}
 	g_dir_close(dir);
 }
@@ -347,21 +349,20 @@ static void collect_files(const char *path, GPtrArray *files, guint64 *total)
 static gboolean prefetch_tree(const Verb *verb, GPtrArray *paths)
 {
 	g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GArray) sizes = g_array_new(FALSE, FALSE, sizeof(guint64));
 	Progress progress = { .started = g_get_monotonic_time() };
 	gboolean tty = isatty(STDERR_FILENO);
 	g_autofree char *fetched = NULL;
 	int failures = 0;
 
 	for (guint i = 0; i < paths->len; i++)
-		collect_files(paths->pdata[i], files, &progress.total);
+		collect_files(paths->pdata[i], files, sizes);
+	for (guint i = 0; i < sizes->len; i++)
+		progress.total += g_array_index(sizes, guint64, i);
 	for (guint i = 0; i < files->len; i++) {
-		const char *file = files->pdata[i];
-		struct stat st;
-
-		progress.label = file;
-		progress.last_present = 0;
-		failures += !run(verb, file, &progress);
-		progress.finished += stat(file, &st) == 0 ? (guint64)st.st_size : 0;
+		progress.label = files->pdata[i];
+		failures += !run(verb, files->pdata[i], &progress);
+		progress.finished += g_array_index(sizes, guint64, i);
 	}
 	if (tty && files->len)
 		fputc('\n', stderr);
