@@ -3,9 +3,10 @@
  * The path of a read: hsm_file_ensure() finds the first missing byte of the
  * range; if a running fetch will write it, it waits for that fetch, else it
  * starts one (on a grid of blocks, sized by the sequential window, not
- * overlapping another fetch), with the validators of the version held.  The transfer thread writes
- * each piece libcurl hands over straight into the cache file and marks it
- * present at once, waking the readers waiting for it.
+ * overlapping another fetch), with the validators of the version held.
+ * The transfer thread writes each piece libcurl hands over straight into
+ * the cache file and marks it present at once, waking the readers waiting
+ * for it.
  */
 #include "file.h"
 #include "error.h"
