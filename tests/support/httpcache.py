@@ -6,9 +6,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
-from .nginx import Nginx, free_port
+from .nginx import Nginx, free_port, stop_process, wait_listening
 
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "nginx-cache.conf")
 
@@ -96,20 +95,7 @@ dns_v4_first on
                        capture_output=True, timeout=60)
         self.process = subprocess.Popen(["squid", "-N", "-f", self.conf],
                                         stderr=subprocess.PIPE)
-        self._wait_listening()
-
-    def _wait_listening(self):
-        import socket
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("squid failed: " + self.process.stderr.read().decode())
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("squid did not start listening")
+        wait_listening(self.process, self.port, "squid", timeout=30, poll=0.1)
 
     def log_lines(self):
         if not os.path.exists(self.log_path):
@@ -118,11 +104,5 @@ dns_v4_first on
             return [line.split() for line in f if line.strip()]
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=15)
         shutil.rmtree(self.dir, ignore_errors=True)

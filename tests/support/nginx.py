@@ -10,6 +10,32 @@ import time
 LOG_FORMAT = '$request_method $status $body_bytes_sent "$http_range" "$request_uri" $connection $server_protocol'
 
 
+def wait_listening(process, port, name, timeout, poll=0.05):
+    """Returns once something accepts connections on 127.0.0.1:port; raises
+    if process (a server started for it) exits first or time runs out."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} failed: " + process.stderr.read().decode())
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(poll)
+    raise RuntimeError(f"{name} did not start listening")
+
+
+def stop_process(process, timeout):
+    """SIGTERM, then SIGKILL after timeout seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,19 +111,7 @@ http {{
 """)
         self.process = subprocess.Popen(["nginx", "-c", self.conf, "-p", self.dir],
                                         stderr=subprocess.PIPE)
-        self._wait_listening()
-
-    def _wait_listening(self):
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("nginx failed: " + self.process.stderr.read().decode())
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("nginx did not start listening")
+        wait_listening(self.process, self.port, "nginx", timeout=10)
 
     def requests(self):
         """Every request logged so far (nginx writes the log line at once)."""
@@ -127,11 +141,5 @@ http {{
                    if uri_suffix is None or r.uri.endswith(uri_suffix))
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
