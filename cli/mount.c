@@ -44,6 +44,7 @@ typedef struct {
 	char *cache_max_size;
 	char *cache_max_age;
 	char *populate;
+	gint restarts;
 	guint crawl_depth;       /* from populate */
 	guint crawl_max_dirs;
 	gboolean verbose;
@@ -70,8 +71,10 @@ static const char mount_summary[] =
 	"            when it is opened (ls), and a path inside a directory that was\n"
 	"            never listed is not found.  The patched kernel fills\n"
 	"            directories on lookup, so any path opens directly.  If the\n"
-	"            daemon is killed, a guardian process unmounts and answers EIO:\n"
-	"            unfetched bytes never read as zeros.\n"
+	"            daemon dies, a guardian process starts another, which takes\n"
+	"            over the mount and finishes the reads in flight; if that keeps\n"
+	"            failing (--restarts), it unmounts and answers EIO: unfetched\n"
+	"            bytes never read as zeros.\n"
 	"\n"
 	"The daemon goes to the background once the mount works; errors found\n"
 	"before that (unreachable URL, not a listing, bad mountpoint) are printed\n"
@@ -259,6 +262,11 @@ static const GOptionEntry mount_table[] = {
 	  "`status MOUNTPOINT` shows its progress (default: eager in fanotify "
 	  "mode on kernels without lookup events, where a path is found only once "
 	  "its directories are listed; lazy otherwise)", "MODE" },
+	{ "restarts", 0, 0, G_OPTION_ARG_INT, FIELD(restarts),
+	  "fanotify mode: how many times in a row the guardian restarts a daemon that "
+	  "died (a restart counts as failed if the new daemon dies within a minute); "
+	  "readers waiting at the crash get their bytes from the new daemon.  Past it, "
+	  "or with 0, the guardian unmounts and readers get EIO (default: 3)", "N" },
 	{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, FIELD(log_file),
 	  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
 	{ "verbose", 'v', 0, G_OPTION_ARG_NONE, FIELD(verbose), "Log debug messages", NULL },
@@ -578,10 +586,11 @@ static char *log_path(const MountOptions *o, const HsmTreeOptions *tree)
 			   : g_build_filename(tree->cache_dir, "httphsm.log", NULL);
 }
 
+/* A daemon restarted by the guardian has no terminal: it always logs to the file. */
 static gboolean open_log(const MountOptions *o, const HsmTreeOptions *tree, const char *path,
-			 GError **err)
+			 gboolean restarted, GError **err)
 {
-	if (o->foreground && !o->log_file)
+	if (o->foreground && !o->log_file && !restarted)
 		return TRUE;
 	if (g_mkdir_with_parents(tree->cache_dir, 0755) < 0) {
 		g_set_error(err, HSM_ERROR, errno, "cannot create %s: %s", tree->cache_dir,
@@ -669,10 +678,13 @@ static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoi
 	return rc ? 1 : 0;
 }
 
+#define DEFAULT_RESTARTS 3
+
 static int serve_fanotify(HsmTree *tree, const MountOptions *o, const char *mountpoint,
 			  const char *log_path, GError **err)
 {
-	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, err);
+	guint restarts = o->restarts < 0 ? DEFAULT_RESTARTS : (guint)o->restarts;
+	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, restarts, err);
 	HsmControl *control;
 	HsmCrawl *crawl;
 	int rc;
@@ -701,14 +713,14 @@ static void block_stop_signals(void)
 
 int hsm_command_mount(int argc, char **argv)
 {
-	MountOptions o = { .retries = -1, .fuse_options = g_ptr_array_new_with_free_func(g_free) };
+	MountOptions o = { .retries = -1, .restarts = -1, .fuse_options = g_ptr_array_new_with_free_func(g_free) };
 	g_autoptr(GOptionContext) context = mount_context(&o);
 	g_autoptr(GError) err = NULL;
 	HsmTreeOptions tree_options = { 0 };
 	g_autofree char *mountpoint = NULL;
 	g_autofree char *log_file_path = NULL;
 	HsmTree *tree = NULL;
-	gboolean fanotify, new_cache_dir = FALSE;
+	gboolean fanotify, restarted, new_cache_dir = FALSE;
 	int rc = 1;
 
 	if (!g_option_context_parse(context, &argc, &argv, &err))
@@ -726,21 +738,25 @@ int hsm_command_mount(int argc, char **argv)
 	hsm_log_init(o.verbose, o.foreground);
 	mountpoint = g_canonicalize_filename(argv[2], NULL);
 	fanotify = o.mode && !strcmp(o.mode, "fanotify");
+	/* Started by the guardian of a daemon that died: its mount is ours. */
+	restarted = fanotify && hsm_fanotify_restarted();
 	if (!check_privileges(fanotify, &err) ||
 	    !parse_populate(o.populate, &o.crawl_depth, &o.crawl_max_dirs, &err) ||
 	    !tree_options_from(&o, argv[1], &tree_options, &err) ||
-	    !check_mountpoint(mountpoint, &err)) {
+	    (!restarted && !check_mountpoint(mountpoint, &err))) {
 		fprintf(stderr, "%s: %s\n", g_get_prgname(), err->message);
 		goto out;
 	}
 
 	log_file_path = log_path(&o, &tree_options);
 	new_cache_dir = !g_file_test(tree_options.cache_dir, G_FILE_TEST_EXISTS);
-	hsm_daemon_start(!o.foreground);
+	hsm_daemon_start(!o.foreground && !restarted);
 	if (fanotify)
 		block_stop_signals(); /* before any thread exists: sigwait() takes them */
-	if (!open_log(&o, &tree_options, log_file_path, &err) ||
-	    !(tree = hsm_tree_open(&tree_options, &err)) || !check_root(tree, &err))
+	/* A restarted daemon serves from the cache at once, reachable server or not. */
+	if (!open_log(&o, &tree_options, log_file_path, restarted, &err) ||
+	    !(tree = hsm_tree_open(&tree_options, &err)) ||
+	    (!restarted && !check_root(tree, &err)))
 		goto failed;
 	if (fanotify)
 		rc = serve_fanotify(tree, &o, mountpoint, log_file_path, &err);

@@ -7,6 +7,7 @@
 #include "mountinfo.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -86,11 +87,25 @@ gboolean hsm_bindmount_detach(const char *mountpoint)
 	return umount2(mountpoint, UMOUNT_NOFOLLOW) == 0;
 }
 
-gboolean hsm_bindmount_alive(int group)
+guint64 hsm_bindmount_marked(int group, guint64 *mask)
 {
 	char path[64];
 	g_autofree char *info = NULL;
+	const char *line;
+	unsigned int mnt_id, mflags, mark_mask;
 
 	g_snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", group);
-	return g_file_get_contents(path, &info, NULL, NULL) && strstr(info, "fanotify mnt_id:");
+	if (!g_file_get_contents(path, &info, NULL, NULL) ||
+	    !(line = strstr(info, "fanotify mnt_id:")) ||
+	    sscanf(line, "fanotify mnt_id:%x mflags:%x mask:%x", &mnt_id, &mflags,
+		   &mark_mask) != 3)
+		return 0;
+	if (mask)
+		*mask = mark_mask;
+	return mnt_id;
+}
+
+gboolean hsm_bindmount_alive(int group)
+{
+	return hsm_bindmount_marked(group, NULL) != 0;
 }

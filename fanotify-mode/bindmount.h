@@ -21,5 +21,8 @@ gboolean hsm_bindmount_detach(const char *mountpoint);
  * somewhere, or detached lazily and still in use.  The kernel drops the
  * mark when the mount is gone for good. */
 gboolean hsm_bindmount_alive(int group);
+/* The mount ID of group's mount mark and, in *mask (may be NULL), the
+ * events it reports; 0 if there is none. */
+guint64 hsm_bindmount_marked(int group, guint64 *mask);
 
 #endif

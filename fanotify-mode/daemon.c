@@ -10,6 +10,10 @@
  * (FAN_PRE_ACCESS | FAN_ONDIR) and lookup (FAN_HSM_LOOKUP) events.  Mainline
  * refuses FAN_ONDIR next to FAN_PRE_ACCESS, so a second group watches
  * directory opens (FAN_OPEN_PERM | FAN_ONDIR, with files ignored).
+ *
+ * A daemon restarted by the guardian finds all of that in place: it takes
+ * the groups over, learns from their marks which events they report, and
+ * finishes the events its predecessor left before serving new ones.
  */
 #include "bindmount.h"
 #include "error.h"
@@ -45,11 +49,18 @@ static gboolean mark_mount(HsmFanotify *fan, guint group, unsigned int flags, gu
 	return FALSE;
 }
 
-static gboolean set_up_groups(HsmFanotify *fan, GError **err)
+/* The events each group's mount mark reports, for these capabilities. */
+static void set_marks(HsmFanotify *fan)
 {
 	fan->marks[FILE_GROUP] = FAN_PRE_ACCESS;
 	if (fan->caps.dir_readdir)
 		fan->marks[FILE_GROUP] |= FAN_ONDIR | (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0);
+	fan->marks[DIR_GROUP] = FAN_OPEN_PERM | FAN_ONDIR;
+}
+
+static gboolean set_up_groups(HsmFanotify *fan, GError **err)
+{
+	set_marks(fan);
 	fan->groups[FILE_GROUP] = new_group(FAN_CLASS_PRE_CONTENT, err);
 	fan->n_groups = 1;
 	if (fan->groups[FILE_GROUP] < 0 ||
@@ -57,7 +68,6 @@ static gboolean set_up_groups(HsmFanotify *fan, GError **err)
 		return FALSE;
 	if (fan->caps.dir_readdir)
 		return TRUE;
-	fan->marks[DIR_GROUP] = FAN_OPEN_PERM | FAN_ONDIR;
 	fan->groups[DIR_GROUP] = new_group(FAN_CLASS_CONTENT, err);
 	fan->n_groups = 2;
 	/* Directory opens; the ignore mask (without FAN_ONDIR) spares file opens. */
@@ -79,20 +89,48 @@ static void on_evicting(gpointer user_data, int fd)
 	hsm_fanotify_forget_complete(user_data, fd);
 }
 
-HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
-				GError **err)
+static HsmFanotify *fanotify_new(HsmTree *tree, const char *mountpoint)
 {
 	HsmFanotify *fan = g_new0(HsmFanotify, 1);
+
 	fan->tree = tree;
 	fan->mountpoint = g_strdup(mountpoint);
 	fan->groups[0] = fan->groups[1] = -1;
+	fan->mount_fd = -1;
 	fan->wake_fd = eventfd(0, EFD_CLOEXEC);
+	return fan;
+}
+
+static void fanotify_free(HsmFanotify *fan)
+{
+	hsm_guardian_release(fan->guardian);
+	close_groups(fan);
+	if (fan->mount_fd >= 0)
+		close(fan->mount_fd);
+	close(fan->wake_fd);
+	g_free(fan->mountpoint);
+	g_free(fan);
+}
+
+static void serve_tree(HsmFanotify *fan)
+{
+	hsm_tree_set_hooks(fan->tree,
+			   &(HsmFileHooks){ .evicting = on_evicting, .user_data = fan });
+	g_message("fanotify mode: %s", hsm_kernel_caps_describe(&fan->caps));
+}
+
+static HsmFanotify *mount_anew(HsmTree *tree, const char *mountpoint, const char *log_path,
+			       guint restarts, GError **err)
+{
+	HsmFanotify *fan = fanotify_new(tree, mountpoint);
+
 	fan->mount_fd = hsm_bindmount_clone(hsm_tree_root_path(tree), err);
 	fan->mount_id = fan->mount_fd >= 0 ? hsm_bindmount_id(fan->mount_fd) : 0;
 	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err) ||
 	    !set_up_groups(fan, err))
 		goto fail;
-	fan->guardian = hsm_guardian_start(fan->groups, fan->n_groups, mountpoint, log_path, err);
+	fan->guardian = hsm_guardian_start(fan->groups, fan->n_groups, mountpoint, log_path,
+					   restarts, err);
 	if (!fan->guardian)
 		goto fail;
 	hsm_fanotify_events_start(fan);
@@ -102,18 +140,53 @@ HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const cha
 	}
 	close(fan->mount_fd);
 	fan->mount_fd = -1;
-	hsm_tree_set_hooks(tree, &(HsmFileHooks){ .evicting = on_evicting, .user_data = fan });
-	g_message("fanotify mode: %s", hsm_kernel_caps_describe(&fan->caps));
+	serve_tree(fan);
 	return fan;
 fail:
-	hsm_guardian_release(fan->guardian);
-	close_groups(fan);
-	if (fan->mount_fd >= 0)
-		close(fan->mount_fd);
-	close(fan->wake_fd);
-	g_free(fan->mountpoint);
-	g_free(fan);
+	fanotify_free(fan);
 	return NULL;
+}
+
+/* A restarted daemon: the guardian's groups, with their marks on the mount. */
+static HsmFanotify *adopt_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
+			      guint restarts, GError **err)
+{
+	HsmFanotify *fan = fanotify_new(tree, mountpoint);
+	guint64 mask = 0;
+
+	fan->guardian = hsm_guardian_adopt(fan->groups, &fan->n_groups, mountpoint, log_path,
+					   restarts, err);
+	if (!fan->guardian) {
+		fanotify_free(fan);
+		return NULL;
+	}
+	fan->mount_id = hsm_bindmount_marked(fan->groups[FILE_GROUP], &mask);
+	if (!fan->mount_id) {
+		g_set_error(err, HSM_ERROR, ENOENT, "the mount the guardian handed over is gone");
+		fanotify_free(fan);
+		return NULL;
+	}
+	fan->caps.dir_readdir = (mask & FAN_ONDIR) != 0;
+	fan->caps.dir_lookup = (mask & FAN_HSM_LOOKUP) != 0;
+	set_marks(fan);
+	hsm_fanotify_events_start(fan);
+	hsm_fanotify_events_resume(fan);
+	serve_tree(fan);
+	hsm_guardian_serving(fan->guardian);
+	g_message("took over %s from a daemon that died", mountpoint);
+	return fan;
+}
+
+gboolean hsm_fanotify_restarted(void)
+{
+	return hsm_guardian_take_handover();
+}
+
+HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
+				guint restarts, GError **err)
+{
+	return hsm_guardian_handed_over() ? adopt_mount(tree, mountpoint, log_path, restarts, err)
+		     : mount_anew(tree, mountpoint, log_path, restarts, err);
 }
 
 void hsm_fanotify_stop_signals(sigset_t *set)
@@ -179,9 +252,5 @@ void hsm_fanotify_free(HsmFanotify *fan)
 		return;
 	hsm_tree_set_hooks(fan->tree, NULL);
 	hsm_fanotify_events_stop(fan);
-	hsm_guardian_release(fan->guardian);
-	close_groups(fan);
-	close(fan->wake_fd);
-	g_free(fan->mountpoint);
-	g_free(fan);
+	fanotify_free(fan);
 }

@@ -25,14 +25,9 @@
 #define WORKERS 32
 
 typedef struct {
-	guint group;
-	int fd;
-	guint64 mask;
-	gboolean has_range;
-	guint64 offset;
-	guint64 count;
+	HsmEventRecord rec;     /* rec.relpath is the owned relpath below */
+	char *relpath;
 	guint slot;
-	pid_t pid;               /* of the process whose access waits */
 } Event;
 
 /* The path of an event's object relative to the mount, or NULL.  The mount
@@ -53,7 +48,7 @@ static char *relpath_of(HsmFanotify *fan, int fd)
 	return below ? g_strdup(below) : NULL;
 }
 
-static void respond(HsmFanotify *fan, Event *ev, guint32 response)
+static void respond(HsmFanotify *fan, const HsmEventRecord *ev, guint32 response)
 {
 	gboolean downgraded;
 	gboolean answered = hsm_fan_respond(fan->groups[ev->group], ev->fd, response, &downgraded);
@@ -97,9 +92,9 @@ static void ignore_from_now_on(HsmFanotify *fan, guint group, int fd, guint64 ma
 		g_debug("cannot add an ignore mark: %s", g_strerror(errno));
 }
 
-static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GError **err)
+static gboolean populate(HsmFanotify *fan, const HsmEventRecord *ev, GError **err)
 {
-	if (!hsm_tree_populate(fan->tree, relpath, err))
+	if (!hsm_tree_populate(fan->tree, ev->relpath, err))
 		return FALSE;
 	/* Silence the directory for the group that asked, for all it reports,
 	 * unless its listing must be revalidated later: its next event does
@@ -109,12 +104,12 @@ static gboolean populate(HsmFanotify *fan, Event *ev, const char *relpath, GErro
 	return TRUE;
 }
 
-static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **err)
+static gboolean fill(HsmFanotify *fan, const HsmEventRecord *ev, GError **err)
 {
 	/* A killed reader's access is cancelled by the kernel (its wait is
 	 * killable): nobody will take the answer. */
 	HsmReader reader = { hsm_process_gone, GINT_TO_POINTER(ev->pid) };
-	HsmFile *file = hsm_tree_get_file(fan->tree, relpath, err);
+	HsmFile *file = hsm_tree_get_file(fan->tree, ev->relpath, err);
 	HsmFileStatus status;
 	gboolean ok;
 
@@ -131,42 +126,45 @@ static gboolean fill(HsmFanotify *fan, Event *ev, const char *relpath, GError **
 
 static void handle_event(gpointer data, gpointer user_data)
 {
-	Event *ev = data;
+	Event *event = data;
+	const HsmEventRecord *ev = &event->rec;
 	HsmFanotify *fan = user_data;
-	g_autofree char *relpath = relpath_of(fan, ev->fd);
 	GError *err = NULL;
 	struct stat st;
 	gboolean ok = TRUE;
 
 	g_debug("fanotify event 0x%llx on '%s' range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
-		(unsigned long long)ev->mask, relpath ? relpath : "?", ev->offset, ev->count);
+		(unsigned long long)ev->mask, ev->relpath ? ev->relpath : "?", ev->offset,
+		ev->count);
 	/* Only our mount is marked: an object we cannot place is never let
 	 * through, as its bytes may not be there. */
-	if (!relpath || fstat(ev->fd, &st) < 0) {
+	if (!ev->relpath || fstat(ev->fd, &st) < 0) {
 		g_set_error(&err, HSM_ERROR, EIO, "cannot tell which file of %s this is",
 			    fan->mountpoint);
 		ok = FALSE;
 	} else if (S_ISDIR(st.st_mode)) {
-		ok = populate(fan, ev, relpath, &err);
+		ok = populate(fan, ev, &err);
 	} else if (ev->mask & FAN_PRE_ACCESS) {
-		ok = fill(fan, ev, relpath, &err);
+		ok = fill(fan, ev, &err);
 	}
 	if (!ok && g_error_matches(err, HSM_ERROR, EINTR))
 		g_debug("%s (the reader is gone)", err->message);
 	else if (!ok)
-		g_warning("denying access to %s: %s", relpath ? relpath : "?", err->message);
+		g_warning("denying access to %s: %s", ev->relpath ? ev->relpath : "?",
+			  err->message);
 	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
 	g_clear_error(&err);
-	hsm_guardian_untrack(fan->guardian, ev->slot);
+	hsm_guardian_untrack(fan->guardian, event->slot);
 	close(ev->fd);
-	g_free(ev);
+	g_free(event->relpath);
+	g_free(event);
 	g_mutex_lock(&fan->lock);
 	fan->queued--;
 	g_cond_signal(&fan->room);
 	g_mutex_unlock(&fan->lock);
 }
 
-static void parse_info(Event *ev, const struct fanotify_event_metadata *meta)
+static void parse_info(HsmEventRecord *ev, const struct fanotify_event_metadata *meta)
 {
 	const char *p = (const char *)meta + meta->metadata_len;
 	const char *end = (const char *)meta + meta->event_len;
@@ -188,9 +186,19 @@ static void parse_info(Event *ev, const struct fanotify_event_metadata *meta)
 	}
 }
 
+/* Waits for room among the events in the daemon's hands, and takes one. */
+static void take_room(HsmFanotify *fan)
+{
+	g_mutex_lock(&fan->lock);
+	while (fan->queued >= MAX_QUEUED)
+		g_cond_wait(&fan->room, &fan->lock);
+	fan->queued++;
+	g_mutex_unlock(&fan->lock);
+}
+
 static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_metadata *meta)
 {
-	Event *ev;
+	Event *event;
 
 	if (meta->fd < 0)
 		return; /* queue overflow notices and the like carry no object */
@@ -198,19 +206,42 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 		close(meta->fd);
 		return;
 	}
-	ev = g_new0(Event, 1);
-	ev->group = group;
-	ev->fd = meta->fd;
-	ev->mask = meta->mask;
-	ev->pid = meta->pid;
-	parse_info(ev, meta);
-	g_mutex_lock(&fan->lock);
-	while (fan->queued >= MAX_QUEUED)
-		g_cond_wait(&fan->room, &fan->lock);
-	fan->queued++;
-	g_mutex_unlock(&fan->lock);
-	ev->slot = hsm_guardian_track(fan->guardian, group, ev->fd);
-	g_thread_pool_push(fan->workers, ev, NULL);
+	event = g_new0(Event, 1);
+	event->rec.group = group;
+	event->rec.fd = meta->fd;
+	event->rec.mask = meta->mask;
+	event->rec.pid = meta->pid;
+	parse_info(&event->rec, meta);
+	event->relpath = relpath_of(fan, meta->fd);
+	event->rec.relpath = event->relpath;
+	take_room(fan);
+	event->slot = hsm_guardian_track(fan->guardian, &event->rec);
+	g_thread_pool_push(fan->workers, event, NULL);
+}
+
+/* An event a dead daemon left: its object is opened anew, through the cache,
+ * onto the fd number the answer names (held by a placeholder until now). */
+static void resume(guint slot, const HsmEventRecord *rec, gpointer data)
+{
+	HsmFanotify *fan = data;
+	Event *event = g_new0(Event, 1);
+	g_autofree char *path = rec->relpath ? g_build_filename(hsm_tree_root_path(fan->tree),
+								 rec->relpath, NULL)
+					     : NULL;
+	int fd = path ? open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) : -1;
+
+	event->rec = *rec;
+	event->slot = slot;
+	if (fd >= 0 && dup3(fd, rec->fd, O_CLOEXEC) >= 0)
+		event->relpath = g_strdup(rec->relpath);
+	else
+		g_warning("cannot reopen %s for an event in flight: %s", path ? path : "?",
+			  g_strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	event->rec.relpath = event->relpath; /* NULL: answered with EIO */
+	take_room(fan);
+	g_thread_pool_push(fan->workers, event, NULL);
 }
 
 typedef struct {
@@ -280,6 +311,11 @@ void hsm_fanotify_events_start(HsmFanotify *fan)
 		reader->group = i;
 		fan->readers[i] = g_thread_new("hsm-fanotify", reader_main, reader);
 	}
+}
+
+void hsm_fanotify_events_resume(HsmFanotify *fan)
+{
+	hsm_guardian_foreach_inherited(fan->guardian, resume, fan);
 }
 
 void hsm_fanotify_events_stop(HsmFanotify *fan)

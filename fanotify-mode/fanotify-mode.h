@@ -13,11 +13,18 @@ typedef struct HsmFanotify HsmFanotify;
 /* The signals that stop hsm_fanotify_serve(): SIGINT, SIGTERM, SIGHUP. */
 void hsm_fanotify_stop_signals(sigset_t *set);
 
-/* Sets up the groups, marks, guardian and mount.  The caller must have
- * blocked the stop signals in every thread (hsm_fanotify_serve() takes them
- * with sigwait()).  log_path is where the guardian writes. */
+/* Whether this process was started by a guardian to take over the mount of
+ * a daemon that died (then hsm_fanotify_mount() adopts that mount).  Call
+ * once, before any thread exists. */
+gboolean hsm_fanotify_restarted(void);
+
+/* Sets up the groups, marks, guardian and mount, or takes them over from a
+ * dead daemon.  The caller must have blocked the stop signals in every
+ * thread (hsm_fanotify_serve() takes them with sigwait()).  log_path is
+ * where the guardian writes; restarts: how many deaths of the daemon in a
+ * row the guardian answers with a restart (see guardian.h). */
 HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
-				GError **err);
+				guint restarts, GError **err);
 /* Serves until SIGINT/SIGTERM/SIGHUP finds the mount unused (then unmounts)
  * or until someone else unmounted it. */
 int hsm_fanotify_serve(HsmFanotify *fan);

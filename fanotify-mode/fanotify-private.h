@@ -31,6 +31,8 @@ struct HsmFanotify {
 
 /* events.c */
 void hsm_fanotify_events_start(HsmFanotify *fan);
+/* Finishes the events a dead daemon left (a restarted daemon). */
+void hsm_fanotify_events_resume(HsmFanotify *fan);
 /* Reads what is left, answers everything, stops the threads. */
 void hsm_fanotify_events_stop(HsmFanotify *fan);
 

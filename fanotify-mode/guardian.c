@@ -1,59 +1,69 @@
-/* The guardian process and the daemon's side of it; see guardian.h.
+/* The daemon's side of the guardian; see guardian.h and guardian-table.h.
  *
- * The daemon shares a table of the events it is handling with the guardian
- * through a memfd: each slot holds an event descriptor number and its group.
- * A fanotify response names the event by that number, so the guardian can
- * answer events read by the dead daemon.  The guardian learns of the
- * daemon's death from EOF on a pipe whose write end only the daemon holds.
+ * The guardian learns of the daemon's death from EOF on a pipe whose write
+ * end only the daemon holds; a byte on it says goodbye ('b') or, from a
+ * restarted daemon, that it serves ('r').  The daemon watches the guardian
+ * through a pidfd (it is the daemon's child, or, for a restarted daemon,
+ * its parent) and starts another if it dies.
  */
 #include "guardian.h"
-#include "bindmount.h"
 #include "error.h"
-#include "fanotify-abi.h"
-#include "group.h"
+#include "guardian-table.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
+#include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SLOTS 1024
-#define MAX_GROUPS 2
-
-typedef struct {
-	gint32 fd;              /* -1: free */
-	gint32 group;
-} Slot;
-
 struct HsmGuardian {
-	int groups[MAX_GROUPS];
+	int groups[HSM_GUARDIAN_MAX_GROUPS];
 	guint n_groups;
 	char *mountpoint;
 	char *log_path;
+	guint restarts;
+	char *cwd;              /* where the daemon was started: its argv may be relative */
+	char **daemon_argv;     /* how to start the daemon again */
 	int table_fd;
-	Slot *table;            /* shared with the guardian process */
+	HsmEventSlot *table;    /* shared with the guardian process */
 	GMutex lock;
 	GCond slot_freed;
 	guint used;             /* protected by lock */
 	pid_t pid;              /* protected by lock */
 	int pipe_fd;            /* write end; protected by lock */
 	gboolean stopping;      /* protected by lock */
+	gboolean adopting;      /* a restarted daemon, not serving yet */
 	GThread *watcher;
 };
 
+/* What a guardian handed to the daemon it started. */
+static struct {
+	gboolean given;
+	int groups[HSM_GUARDIAN_MAX_GROUPS];
+	guint n_groups;
+	int table_fd;
+	int pipe_fd;
+} handover;
+
 extern char **environ;
 
-/* ---- The daemon's side ---- */
+static char **read_own_argv(void)
+{
+	g_autofree char *cmdline = NULL;
+	gsize length;
+	GPtrArray *argv = g_ptr_array_new();
+
+	if (g_file_get_contents("/proc/self/cmdline", &cmdline, &length, NULL))
+		for (gsize at = 0; at < length; at += strlen(cmdline + at) + 1)
+			g_ptr_array_add(argv, g_strdup(cmdline + at));
+	g_ptr_array_add(argv, NULL);
+	return (char **)g_ptr_array_free(argv, FALSE);
+}
 
 static gboolean spawn_guardian(HsmGuardian *g, GError **err)
 {
@@ -76,6 +86,10 @@ static gboolean spawn_guardian(HsmGuardian *g, GError **err)
 	g_ptr_array_add(argv, g_strdup_printf("%d", fds[0]));
 	g_ptr_array_add(argv, g_strdup(g->mountpoint));
 	g_ptr_array_add(argv, g_strdup(g->log_path));
+	g_ptr_array_add(argv, g_strdup_printf("%u", g->restarts));
+	g_ptr_array_add(argv, g_strdup(g->cwd));
+	for (char **arg = g->daemon_argv; *arg; arg++)
+		g_ptr_array_add(argv, g_strdup(*arg));
 	g_ptr_array_add(argv, NULL);
 
 	/* dup2(fd, fd) clears close-on-exec: exactly these are inherited. */
@@ -105,6 +119,21 @@ static gboolean spawn_guardian(HsmGuardian *g, GError **err)
 	return TRUE;
 }
 
+/* Returns once process pid has exited, and reaps it if it is a child. */
+static void wait_for_exit(pid_t pid)
+{
+	int pidfd = pidfd_open(pid, 0);
+	struct pollfd poll_exit = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd >= 0) {
+		while (poll(&poll_exit, 1, -1) < 0 && errno == EINTR)
+			;
+		close(pidfd);
+	}
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 /* Restarts the guardian whenever it dies, until the daemon stops. */
 static gpointer watch_guardian(gpointer data)
 {
@@ -113,11 +142,9 @@ static gpointer watch_guardian(gpointer data)
 	g_mutex_lock(&g->lock);
 	while (!g->stopping) {
 		pid_t pid = g->pid;
-		int status;
 
 		g_mutex_unlock(&g->lock);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
+		wait_for_exit(pid);
 		g_mutex_lock(&g->lock);
 		if (g->stopping)
 			break;
@@ -133,31 +160,48 @@ static gpointer watch_guardian(gpointer data)
 	return NULL;
 }
 
-HsmGuardian *hsm_guardian_start(const int *groups, guint n_groups, const char *mountpoint,
-				const char *log_path, GError **err)
+static HsmGuardian *guardian_new(const char *mountpoint, const char *log_path, guint restarts)
 {
 	HsmGuardian *g = g_new0(HsmGuardian, 1);
 
-	g_assert(n_groups <= MAX_GROUPS);
-	memcpy(g->groups, groups, n_groups * sizeof(int));
-	g->n_groups = n_groups;
 	g->mountpoint = g_strdup(mountpoint);
 	g->log_path = g_strdup(log_path ? log_path : "/dev/null");
-	g->pipe_fd = -1;
+	g->restarts = restarts;
+	g->cwd = g_get_current_dir();
+	g->daemon_argv = read_own_argv();
+	g->pipe_fd = g->table_fd = -1;
 	g_mutex_init(&g->lock);
 	g_cond_init(&g->slot_freed);
+	return g;
+}
+
+static gboolean map_table(HsmGuardian *g, GError **err)
+{
+	g->table = mmap(NULL, HSM_GUARDIAN_TABLE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+			g->table_fd, 0);
+	if (g->table != MAP_FAILED)
+		return TRUE;
+	g->table = NULL;
+	g_set_error(err, HSM_ERROR, errno, "cannot share the event table: %s", g_strerror(errno));
+	return FALSE;
+}
+
+HsmGuardian *hsm_guardian_start(const int *groups, guint n_groups, const char *mountpoint,
+				const char *log_path, guint restarts, GError **err)
+{
+	HsmGuardian *g = guardian_new(mountpoint, log_path, restarts);
+
+	g_assert(n_groups <= HSM_GUARDIAN_MAX_GROUPS);
+	memcpy(g->groups, groups, n_groups * sizeof(int));
+	g->n_groups = n_groups;
 	g->table_fd = memfd_create("httphsm-events", MFD_CLOEXEC);
-	if (g->table_fd < 0 || ftruncate(g->table_fd, SLOTS * sizeof(Slot)) < 0 ||
-	    (g->table = mmap(NULL, SLOTS * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_SHARED,
-			     g->table_fd, 0)) == MAP_FAILED) {
-		g_set_error(err, HSM_ERROR, errno, "cannot share the event table: %s",
+	if (g->table_fd < 0 || ftruncate(g->table_fd, HSM_GUARDIAN_TABLE_SIZE) < 0) {
+		g_set_error(err, HSM_ERROR, errno, "cannot make the event table: %s",
 			    g_strerror(errno));
-		g->table = NULL;
 		hsm_guardian_release(g);
 		return NULL;
 	}
-	memset(g->table, 0xff, SLOTS * sizeof(Slot));
-	if (!spawn_guardian(g, err)) {
+	if (!map_table(g, err) || !spawn_guardian(g, err)) {
 		hsm_guardian_release(g);
 		return NULL;
 	}
@@ -165,18 +209,138 @@ HsmGuardian *hsm_guardian_start(const int *groups, guint n_groups, const char *m
 	return g;
 }
 
-guint hsm_guardian_track(HsmGuardian *g, guint group, int event_fd)
+static gboolean parse_fd(const char *text, int *fd)
 {
+	guint64 value;
+
+	if (!g_ascii_string_to_unsigned(text, 10, 3, G_MAXINT, &value, NULL))
+		return FALSE;
+	*fd = (int)value;
+	return TRUE;
+}
+
+/* "GROUPS;TABLE;PIPE" */
+static gboolean parse_handover(const char *text)
+{
+	g_auto(GStrv) parts = g_strsplit(text, ";", 3);
+	g_auto(GStrv) groups = NULL;
+
+	if (g_strv_length(parts) != 3 || !parse_fd(parts[1], &handover.table_fd) ||
+	    !parse_fd(parts[2], &handover.pipe_fd))
+		return FALSE;
+	groups = g_strsplit(parts[0], ",", 0);
+	if (g_strv_length(groups) < 1 || g_strv_length(groups) > HSM_GUARDIAN_MAX_GROUPS)
+		return FALSE;
+	for (guint i = 0; groups[i]; i++)
+		if (!parse_fd(groups[i], &handover.groups[handover.n_groups++]))
+			return FALSE;
+	return TRUE;
+}
+
+gboolean hsm_guardian_take_handover(void)
+{
+	const char *text = g_getenv(HSM_GUARDIAN_ADOPT_ENV);
+
+	if (!text)
+		return FALSE;
+	handover.given = parse_handover(text);
+	if (!handover.given)
+		g_warning("ignoring %s='%s'", HSM_GUARDIAN_ADOPT_ENV, text);
+	g_unsetenv(HSM_GUARDIAN_ADOPT_ENV); /* not for the guardians this daemon starts */
+	return handover.given;
+}
+
+gboolean hsm_guardian_handed_over(void)
+{
+	return handover.given;
+}
+
+static void set_cloexec(int fd)
+{
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		g_warning("fd %d: %s", fd, g_strerror(errno));
+}
+
+HsmGuardian *hsm_guardian_adopt(int *groups, guint *n_groups, const char *mountpoint,
+				const char *log_path, guint restarts, GError **err)
+{
+	HsmGuardian *g = guardian_new(mountpoint, log_path, restarts);
+
+	g_assert(handover.given);
+	handover.given = FALSE;
+	memcpy(g->groups, handover.groups, sizeof(handover.groups));
+	g->n_groups = handover.n_groups;
+	g->table_fd = handover.table_fd;
+	g->pipe_fd = handover.pipe_fd;
+	for (guint i = 0; i < g->n_groups; i++)
+		set_cloexec(g->groups[i]);
+	set_cloexec(g->table_fd);
+	set_cloexec(g->pipe_fd);
+	g->pid = getppid();
+	if (!map_table(g, err)) {
+		hsm_guardian_release(g);
+		return NULL;
+	}
+	for (guint slot = 0; slot < HSM_GUARDIAN_SLOTS; slot++)
+		g->used += __atomic_load_n(&g->table[slot].used, __ATOMIC_ACQUIRE) ? 1 : 0;
+	memcpy(groups, g->groups, sizeof(g->groups));
+	*n_groups = g->n_groups;
+	g->adopting = TRUE;
+	return g;
+}
+
+void hsm_guardian_foreach_inherited(HsmGuardian *g,
+				    void (*fn)(guint slot, const HsmEventRecord *event,
+					       gpointer data),
+				    gpointer data)
+{
+	for (guint slot = 0; slot < HSM_GUARDIAN_SLOTS; slot++) {
+		const HsmEventSlot *s = &g->table[slot];
+		HsmEventRecord event;
+
+		if (!__atomic_load_n(&s->used, __ATOMIC_ACQUIRE))
+			continue;
+		event = (HsmEventRecord){
+			.group = MIN(s->group, g->n_groups - 1), .fd = s->fd, .mask = s->mask,
+			.has_range = s->has_range != 0, .offset = s->offset, .count = s->count,
+			.pid = s->pid, .relpath = s->placed ? s->relpath : NULL,
+		};
+		fn(slot, &event, data);
+	}
+}
+
+void hsm_guardian_serving(HsmGuardian *g)
+{
+	g_mutex_lock(&g->lock);
+	g->adopting = FALSE;
+	if (write(g->pipe_fd, "r", 1) != 1)
+		g_warning("cannot tell the guardian: %s", g_strerror(errno));
+	g_mutex_unlock(&g->lock);
+	g->watcher = g_thread_new("hsm-guardian", watch_guardian, g);
+}
+
+guint hsm_guardian_track(HsmGuardian *g, const HsmEventRecord *event)
+{
+	HsmEventSlot *s;
 	guint slot;
 
 	g_mutex_lock(&g->lock);
-	while (g->used == SLOTS)
+	while (g->used == HSM_GUARDIAN_SLOTS)
 		g_cond_wait(&g->slot_freed, &g->lock);
-	for (slot = 0; __atomic_load_n(&g->table[slot].fd, __ATOMIC_RELAXED) >= 0; slot++)
+	for (slot = 0; __atomic_load_n(&g->table[slot].used, __ATOMIC_RELAXED); slot++)
 		;
 	g->used++;
-	__atomic_store_n(&g->table[slot].group, (gint32)group, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->table[slot].fd, event_fd, __ATOMIC_RELEASE);
+	s = &g->table[slot];
+	s->fd = event->fd;
+	s->group = event->group;
+	s->pid = event->pid;
+	s->mask = event->mask;
+	s->has_range = event->has_range;
+	s->offset = event->offset;
+	s->count = event->count;
+	s->placed = event->relpath && g_strlcpy(s->relpath, event->relpath,
+						sizeof(s->relpath)) < sizeof(s->relpath);
+	__atomic_store_n(&s->used, 1, __ATOMIC_RELEASE);
 	g_mutex_unlock(&g->lock);
 	return slot;
 }
@@ -184,7 +348,7 @@ guint hsm_guardian_track(HsmGuardian *g, guint group, int event_fd)
 void hsm_guardian_untrack(HsmGuardian *g, guint slot)
 {
 	g_mutex_lock(&g->lock);
-	__atomic_store_n(&g->table[slot].fd, -1, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->table[slot].used, 0, __ATOMIC_RELEASE);
 	g->used--;
 	g_cond_signal(&g->slot_freed);
 	g_mutex_unlock(&g->lock);
@@ -196,7 +360,9 @@ void hsm_guardian_release(HsmGuardian *g)
 		return;
 	g_mutex_lock(&g->lock);
 	g->stopping = TRUE;
-	if (g->pipe_fd >= 0 && write(g->pipe_fd, "b", 1) != 1)
+	/* A restarted daemon that could not take over just exits: to the
+	 * guardian, a failed restart. */
+	if (g->pipe_fd >= 0 && !g->adopting && write(g->pipe_fd, "b", 1) != 1)
 		g_warning("cannot dismiss the guardian: %s", g_strerror(errno));
 	g_mutex_unlock(&g->lock);
 	if (g->watcher)
@@ -204,168 +370,14 @@ void hsm_guardian_release(HsmGuardian *g)
 	if (g->pipe_fd >= 0)
 		close(g->pipe_fd);
 	if (g->table)
-		munmap(g->table, SLOTS * sizeof(Slot));
+		munmap(g->table, HSM_GUARDIAN_TABLE_SIZE);
 	if (g->table_fd >= 0)
 		close(g->table_fd);
 	g_mutex_clear(&g->lock);
 	g_cond_clear(&g->slot_freed);
 	g_free(g->mountpoint);
 	g_free(g->log_path);
+	g_free(g->cwd);
+	g_strfreev(g->daemon_argv);
 	g_free(g);
-}
-
-/* ---- The guardian process ---- */
-
-static FILE *guardian_log;
-
-static void say(const char *format, ...) G_GNUC_PRINTF(1, 2);
-
-static void say(const char *format, ...)
-{
-	va_list args;
-
-	if (!guardian_log)
-		return;
-	fprintf(guardian_log, "[guardian %d] ", (int)getpid());
-	va_start(args, format);
-	vfprintf(guardian_log, format, args);
-	va_end(args);
-	fputc('\n', guardian_log);
-	fflush(guardian_log);
-}
-
-static void deny(int group, int fd)
-{
-	gboolean downgraded;
-
-	/* Other failures are events the daemon answered after all. */
-	if (!hsm_fan_respond(group, fd, FAN_DENY_ERRNO(EIO), &downgraded) && downgraded)
-		say("cannot answer event fd %d: %s", fd, strerror(errno));
-}
-
-static void deny_event(const struct fanotify_event_metadata *event, gpointer data)
-{
-	if (event->fd < 0)
-		return;
-	if (event->mask & HSM_FAN_PERMISSION_EVENTS)
-		deny(GPOINTER_TO_INT(data), event->fd);
-	close(event->fd);
-}
-
-/* Denies every event queued in group. */
-static void deny_queued(int group)
-{
-	while (hsm_fan_read_events(group, deny_event, GINT_TO_POINTER(group)))
-		;
-}
-
-static int take_over(int *groups, guint n_groups, Slot *table, const char *mountpoint)
-{
-	guint answered = 0;
-
-	if (umount2(mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-		say("detaching %s: %s", mountpoint, strerror(errno));
-	for (guint slot = 0; slot < SLOTS; slot++) {
-		int fd = __atomic_load_n(&table[slot].fd, __ATOMIC_ACQUIRE);
-		int group = __atomic_load_n(&table[slot].group, __ATOMIC_RELAXED);
-
-		if (fd >= 0 && group >= 0 && (guint)group < n_groups) {
-			deny(groups[group], fd);
-			answered++;
-		}
-	}
-	say("the daemon died: %s detached, %u pending events denied; denying the rest "
-	    "until its last open file is closed", mountpoint, answered);
-	for (;;) {
-		struct pollfd polls[MAX_GROUPS];
-		gboolean alive = FALSE;
-
-		for (guint i = 0; i < n_groups; i++) {
-			polls[i].fd = groups[i];
-			polls[i].events = POLLIN;
-		}
-		poll(polls, n_groups, 1000);
-		for (guint i = 0; i < n_groups; i++) {
-			deny_queued(groups[i]);
-			alive = alive || hsm_bindmount_alive(groups[i]);
-		}
-		if (!alive) {
-			say("the mount is gone; exiting");
-			return 0;
-		}
-	}
-}
-
-/* The daemon's other descriptors (its HTTP connections, files it serves)
- * are not the guardian's to hold: closed, keeping keep[0..count). */
-static void close_inherited(const int *keep, guint count)
-{
-	DIR *fds = opendir("/proc/self/fd");
-	struct dirent *entry;
-
-	if (!fds)
-		return;
-	while ((entry = readdir(fds))) {
-		int fd = atoi(entry->d_name);
-		gboolean kept = fd <= STDERR_FILENO || fd == dirfd(fds) || entry->d_name[0] == '.';
-
-		for (guint i = 0; i < count && !kept; i++)
-			kept = keep[i] == fd;
-		if (!kept)
-			close(fd);
-	}
-	closedir(fds);
-}
-
-/* The guardian must outlive the daemon: an OOM kill of the daemon's
- * memory hog must not take it first.  Needs CAP_SYS_RESOURCE (root has it). */
-static void shield_from_oom(void)
-{
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	if (write(fd, "-1000", 5) < 0)
-		say("cannot set oom_score_adj: %s", g_strerror(errno));
-	close(fd);
-}
-
-int hsm_guardian_main(int argc, char **argv)
-{
-	int groups[MAX_GROUPS];
-	guint n_groups = 0;
-	g_auto(GStrv) numbers = NULL;
-	Slot *table;
-	char byte;
-	ssize_t n;
-	int table_fd, pipe_fd;
-
-	if (argc != 6)
-		return 2;
-	numbers = g_strsplit(argv[1], ",", MAX_GROUPS);
-	for (char **number = numbers; *number; number++)
-		groups[n_groups++] = atoi(*number);
-	table_fd = atoi(argv[2]);
-	pipe_fd = atoi(argv[3]);
-	{
-		int keep[MAX_GROUPS + 2] = { table_fd, pipe_fd };
-
-		memcpy(keep + 2, groups, n_groups * sizeof(int));
-		close_inherited(keep, n_groups + 2);
-	}
-	guardian_log = fopen(argv[5], "ae");
-	shield_from_oom();
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	if (chdir("/") < 0)
-		return 1;
-	table = mmap(NULL, SLOTS * sizeof(Slot), PROT_READ, MAP_SHARED, table_fd, 0);
-	if (table == MAP_FAILED)
-		return 1;
-	while ((n = read(pipe_fd, &byte, 1)) < 0 && errno == EINTR)
-		;
-	if (n == 1)
-		return 0; /* dismissed: a clean stop */
-	return take_over(groups, n_groups, table, argv[4]);
 }

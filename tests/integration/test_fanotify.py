@@ -186,9 +186,10 @@ def has_capability(bit):
 
 
 def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
-    """Readers of a daemon killed mid-read get correct bytes or an error;
-    the guardian detaches the mount and exits once it is no longer used."""
-    m = fan_factory(nginx.url + "pub/", args=["--max-window", "1M"])
+    """Without restarts, readers of a daemon killed mid-read get correct bytes
+    or an error; the guardian detaches the mount and exits once it is no
+    longer used."""
+    m = fan_factory(nginx.url + "pub/", args=["--max-window", "1M", "--restarts", "0"])
     walk_to(m.mountpoint, BIG_TAR)
     original = os.path.join(tree_root, "pub", BIG_TAR)
     outcome = {}
@@ -230,6 +231,122 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
         time.sleep(0.2)
     assert guardians == []  # and left once the last file was closed
     assert "the daemon died" in m.log()
+
+
+def blocked_readers(m, server, count, size):
+    """count threads, each reading a whole file of size bytes that the
+    server holds back: returns (threads, outcome, files' contents)."""
+    outcome = {}
+
+    def reader(name):
+        try:
+            with open(m.path(name), "rb") as f:
+                outcome[name] = f.read()
+        except OSError as e:
+            outcome[name] = f"error {errno.errorcode[e.errno]}"
+
+    names = [f"held-{i:02d}.slow" for i in range(count)]
+    threads = [threading.Thread(target=reader, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and \
+            sum(".slow" in line for line in event_lines(m)) < count:
+        time.sleep(0.05)
+    assert sum(".slow" in line for line in event_lines(m)) >= count
+    assert all(thread.is_alive() for thread in threads)
+    return threads, outcome, names
+
+
+def slow_site(tmp_path, count, size):
+    from support.faulty import FaultyServer
+    root = tmp_path / "site"
+    root.mkdir()
+    for i in range(count):
+        (root / f"held-{i:02d}.slow").write_bytes(os.urandom(size))
+    server = FaultyServer(str(root))
+    return root, server
+
+
+def wait_for_new_daemon(m, old_pid, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            pid = m.daemon_pid()
+            if pid != old_pid and "took over" in m.log().split(f"[{old_pid}]")[-1]:
+                return pid
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("no daemon took over:\n" + m.log()[-3000:])
+
+
+def took_over_at(m):
+    import datetime
+    line = next(line for line in m.log().splitlines() if "took over" in line)
+    stamp = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def test_restart_after_kill_9_serves_waiting_readers(tmp_path, fan_factory):
+    """16 readers wait on ranges the server holds back; the daemon is killed:
+    the guardian starts another, which finishes their events: every reader
+    gets its file's bytes, none an error, and the mount stays."""
+    count, size = 16, 300_000
+    root, server = slow_site(tmp_path, count, size)
+    try:
+        m = fan_factory(server.url)
+        os.listdir(m.path())
+        [guardian] = guardian_pids(m.mountpoint)
+        server.faults.stall_path = ".slow"
+        threads, outcome, names = blocked_readers(m, server, count, size)
+        old_pid = m.pid
+        killed_at = time.time()
+        os.kill(old_pid, signal.SIGKILL)
+        m.pid = wait_for_new_daemon(m, old_pid)
+        print(f"restart: the new daemon served {took_over_at(m) - killed_at:.3f} s after the kill")
+        assert all(thread.is_alive() for thread in threads)  # still waiting
+        server.release()
+        for thread in threads:
+            thread.join(60)
+        for name in names:
+            got = outcome.get(name)
+            assert isinstance(got, bytes), f"{name}: {got}"
+            assert got == (root / name).read_bytes(), name
+        assert is_mounted(m.mountpoint)
+        assert guardian_pids(m.mountpoint) == [guardian]  # the same guardian
+        assert "restart 1 of 3" in m.log() and "16 events in flight" in m.log()
+        # The new daemon serves new reads and answers to `httphsm umount`.
+        server.faults.stall_path = None
+        assert sorted(os.listdir(m.path())) == names
+    finally:
+        server.stop()
+
+
+def test_restarts_are_bounded(tmp_path, fan_factory):
+    """A daemon that keeps dying is restarted --restarts times; then the
+    guardian unmounts and the readers waiting get EIO, never zeros."""
+    count, size = 2, 100_000
+    root, server = slow_site(tmp_path, count, size)
+    try:
+        m = fan_factory(server.url, args=["--restarts", "1"])
+        os.listdir(m.path())
+        server.faults.stall_path = ".slow"
+        threads, outcome, names = blocked_readers(m, server, count, size)
+        old_pid = m.pid
+        os.kill(old_pid, signal.SIGKILL)
+        m.pid = wait_for_new_daemon(m, old_pid)
+        os.kill(m.pid, signal.SIGKILL)
+        for thread in threads:
+            thread.join(60)
+        assert [outcome.get(name) for name in names] == ["error EIO"] * count
+        deadline = time.time() + 10
+        while is_mounted(m.mountpoint) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not is_mounted(m.mountpoint)
+        assert "the daemon died, too often" in m.log()
+    finally:
+        server.stop()
 
 
 def test_slow_fetch_does_not_block_other_reads(tmp_path, fan_factory):
