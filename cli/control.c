@@ -8,7 +8,9 @@
  *                           fetched or revalidated); for the root, first
  *                           "source URL CACHE_DIR", with --populate eager
  *                           "crawl LISTED FAILED QUEUED DEPTH MAX_DEPTH DONE
- *                           TRUNCATED", and "cache USED LIMIT" (LIMIT 0: none)
+ *                           TRUNCATED PASSES NEXT" (of the pass running or last
+ *                           run; NEXT: seconds to the next pass, -1: none), and
+ *                           "cache USED LIMIT" (LIMIT 0: none)
  *     prefetch RELPATH  ->  "progress PRESENT SIZE"... then "done SIZE"
  *     prefetch-pin RELPATH  the same, the file pinned first (never evicted)
  *     unpin RELPATH     ->  "unpinned"
@@ -90,8 +92,10 @@ static void report_crawl(HsmControl *control, int fd)
 	if (!crawl)
 		return;
 	hsm_crawl_get_status(crawl, &c);
-	reply(fd, "crawl %u %u %u %u %u %d %d\n", c.listed, c.failed, c.queued, c.depth,
-	      c.max_depth, c.done, c.truncated);
+	reply(fd, "crawl %u %u %u %u %u %d %d %u %" G_GINT64_FORMAT "\n", c.listed, c.failed,
+	      c.queued, c.depth, c.max_depth, c.done, c.truncated, c.passes,
+	      c.next_pass < 0 ? -1
+			      : MAX(c.next_pass - g_get_monotonic_time(), 0) / G_USEC_PER_SEC);
 }
 
 void hsm_control_set_crawl(HsmControl *control, HsmCrawl *crawl)

@@ -258,7 +258,8 @@ static const GOptionEntry mount_table[] = {
 	{ "populate", 0, 0, G_OPTION_ARG_STRING, FIELD(populate),
 	  "lazy: list a directory when it is first used; eager[:DEPTH[:DIRS]]: also "
 	  "list the tree in the background from the mount on, breadth first, DEPTH "
-	  "levels down (default 3), at most DIRS directories (default 10000); "
+	  "levels down (default 3), at most DIRS directories (default 10000), and again "
+	  "when the listings expire (at most every 5 minutes); "
 	  "`status MOUNTPOINT` shows its progress (default: eager in fanotify "
 	  "mode on kernels without lookup events, where a path is found only once "
 	  "its directories are listed; lazy otherwise)", "MODE" },
@@ -500,6 +501,9 @@ static char *mount_at(const char *path)
 #define CRAWL_DEPTH 3
 #define CRAWL_MAX_DIRS 10000
 #define CRAWL_PARALLEL 4
+/* Listings are revalidated by a new pass once they expire, but a tree of
+ * thousands of directories is not asked for more often than this. */
+#define CRAWL_REPEAT_FLOOR (5 * 60 * G_USEC_PER_SEC)
 
 static gboolean parse_populate(const char *text, guint *depth, guint *max_dirs, GError **err)
 {
@@ -634,12 +638,15 @@ static HsmCrawl *start_crawl(HsmTree *tree, HsmControl *control, guint depth,
 			     guint max_dirs, gboolean finds_any_path)
 {
 	HsmCrawl *crawl;
+	gint64 ttl;
 
 	if (depth == CRAWL_AUTO)
 		depth = finds_any_path ? CRAWL_NONE : CRAWL_DEPTH;
 	if (depth == CRAWL_NONE)
 		return NULL;
-	crawl = hsm_crawl_start(tree, depth, max_dirs, CRAWL_PARALLEL);
+	ttl = hsm_tree_dir_cache_time(tree);
+	crawl = hsm_crawl_start(tree, depth, max_dirs, CRAWL_PARALLEL,
+				ttl < 0 ? -1 : MAX(ttl, CRAWL_REPEAT_FLOOR));
 	hsm_control_set_crawl(control, crawl);
 	return crawl;
 }

@@ -128,17 +128,21 @@ static void print_status(const char *path, const char *answer, gboolean raw)
 	guint64 size, present;
 	gint64 age;
 
-	guint listed, failed, queued, depth, max_depth;
+	guint listed, failed, queued, depth, max_depth, passes;
 	int done, truncated;
+	long long next;
 
-	if (sscanf(answer, "crawl %u %u %u %u %u %d %d", &listed, &failed, &queued, &depth,
-		   &max_depth, &done, &truncated) == 7) {
+	if (sscanf(answer, "crawl %u %u %u %u %u %d %d %u %lld", &listed, &failed, &queued,
+		   &depth, &max_depth, &done, &truncated, &passes, &next) == 9) {
 		printf("%-11s %u directories listed, %u failed; %s\n", "crawl", listed, failed,
 		       !done ? "going" : truncated ? "stopped at its limit of directories"
 						  : "done");
 		if (!done)
 			printf("%-11s depth %u of %u, %u to go at this depth\n", "", depth,
 			       max_depth, queued);
+		if (done && next >= 0)
+			printf("%-11s pass %u done; the next revalidates the listings in %lld s\n",
+			       "", passes, next);
 		return;
 	}
 	if (g_str_has_prefix(answer, "source ")) {

@@ -6,9 +6,11 @@
 struct HsmCrawl {
 	HsmTree *tree;
 	guint max_depth, max_dirs, parallel;
+	gint64 repeat_every;
 	GThread *thread;
-	atomic_int stop;
+	atomic_int stop;         /* also under lock, for stopped */
 	GMutex lock;
+	GCond stopped;
 	guint depth;             /* of the level being listed; set between levels */
 	HsmCrawlStatus status;   /* protected by lock */
 	GPtrArray *level;        /* relpaths of the level being listed... */
@@ -100,12 +102,17 @@ static GPtrArray *list_level(HsmCrawl *crawl, GPtrArray *level)
 	return next;
 }
 
-static gpointer crawl_thread(gpointer data)
+/* One pass over the tree, breadth first. */
+static void crawl_once(HsmCrawl *crawl)
 {
-	HsmCrawl *crawl = data;
 	GPtrArray *level = g_ptr_array_new_with_free_func(g_free);
 	gint64 started = g_get_monotonic_time();
 
+	g_mutex_lock(&crawl->lock);
+	crawl->status.listed = crawl->status.failed = 0;
+	crawl->status.done = crawl->status.truncated = FALSE;
+	crawl->status.next_pass = -1;
+	g_mutex_unlock(&crawl->lock);
 	g_ptr_array_add(level, g_strdup(""));
 	for (guint depth = 0; level->len && !atomic_load(&crawl->stop); depth++) {
 		GPtrArray *next;
@@ -120,18 +127,48 @@ static gpointer crawl_thread(gpointer data)
 	g_ptr_array_unref(level);
 	g_mutex_lock(&crawl->lock);
 	crawl->status.done = TRUE;
+	crawl->status.passes++;
 	g_message("crawl: %u directories listed (%u failed) down to depth %u in %.1f s%s",
 		  crawl->status.listed, crawl->status.failed, crawl->status.depth,
 		  (double)(g_get_monotonic_time() - started) / G_USEC_PER_SEC,
 		  crawl->status.truncated ? "; stopped at the limit of directories" : "");
 	g_mutex_unlock(&crawl->lock);
-	return NULL;
 }
 
-HsmCrawl *hsm_crawl_start(HsmTree *tree, guint max_depth, guint max_dirs, guint parallel)
+/* Waits until the next pass is due; FALSE if the crawl was stopped. */
+static gboolean wait_for_next_pass(HsmCrawl *crawl)
+{
+	gboolean go_on;
+
+	g_mutex_lock(&crawl->lock);
+	crawl->status.next_pass = g_get_monotonic_time() + crawl->repeat_every;
+	while (!atomic_load(&crawl->stop) &&
+	       g_cond_wait_until(&crawl->stopped, &crawl->lock, crawl->status.next_pass))
+		;
+	go_on = !atomic_load(&crawl->stop);
+	g_mutex_unlock(&crawl->lock);
+	return go_on;
+}
+
+static gpointer crawl_thread(gpointer data)
+{
+	HsmCrawl *crawl = data;
+
+	for (;;) {
+		crawl_once(crawl);
+		if (crawl->repeat_every < 0 || !wait_for_next_pass(crawl))
+			return NULL;
+	}
+}
+
+HsmCrawl *hsm_crawl_start(HsmTree *tree, guint max_depth, guint max_dirs, guint parallel,
+			  gint64 repeat_every)
 {
 	HsmCrawl *crawl = g_new0(HsmCrawl, 1);
 
+	crawl->repeat_every = repeat_every;
+	crawl->status.next_pass = -1;
+	g_cond_init(&crawl->stopped);
 	crawl->tree = tree;
 	crawl->max_depth = crawl->status.max_depth = max_depth;
 	crawl->max_dirs = MAX(max_dirs, 1u);
@@ -153,9 +190,13 @@ void hsm_crawl_stop(HsmCrawl *crawl)
 {
 	if (!crawl)
 		return;
+	g_mutex_lock(&crawl->lock);
 	atomic_store(&crawl->stop, 1);
+	g_cond_signal(&crawl->stopped);
+	g_mutex_unlock(&crawl->lock);
 	g_thread_join(crawl->thread);
 	g_ptr_array_unref(crawl->next_level);
 	g_mutex_clear(&crawl->lock);
+	g_cond_clear(&crawl->stopped);
 	g_free(crawl);
 }

@@ -25,13 +25,15 @@ static void set_dirs(Fixture *fx, const char *path, const char *const *names)
 	test_server_set_page(fx->server, path, "text/html", page->str);
 }
 
-static HsmTree *open_tree(Fixture *fx)
+static HsmTree *open_tree_with_ttl(Fixture *fx, gint64 dir_cache_time)
 {
 	g_autoptr(GError) err = NULL;
 	HsmTreeOptions options;
 	HsmTree *tree;
 
 	hsm_tree_options_init(&options);
+	if (dir_cache_time)
+		options.dir_cache_time = dir_cache_time;
 	options.url = test_server_url(fx->server, "/");
 	options.cache_dir = g_strdup(fx->cache);
 	options.fetch.retry_delay_ms = 10;
@@ -39,6 +41,11 @@ static HsmTree *open_tree(Fixture *fx)
 	g_assert_no_error(err);
 	hsm_tree_options_clear(&options);
 	return tree;
+}
+
+static HsmTree *open_tree(Fixture *fx)
+{
+	return open_tree_with_ttl(fx, 0);
 }
 
 /* /: a b c; /a/: d e; /b/: f; /c/: (none); /a/d/: g; /a/e/ /b/f/ /a/d/g/: none. */
@@ -71,7 +78,7 @@ static void fixture_teardown(Fixture *fx, gconstpointer data)
 
 static HsmCrawlStatus crawl_to_the_end(HsmTree *tree, guint depth, guint max_dirs)
 {
-	HsmCrawl *crawl = hsm_crawl_start(tree, depth, max_dirs, 3);
+	HsmCrawl *crawl = hsm_crawl_start(tree, depth, max_dirs, 3, -1);
 	HsmCrawlStatus status;
 
 	do {
@@ -134,6 +141,41 @@ static void test_failed_listing_is_counted(Fixture *fx, gconstpointer data)
 	g_assert_cmpuint(status.listed, ==, 6); /* not b, nor b/f below it */
 }
 
+static HsmCrawlStatus wait_for_passes(HsmCrawl *crawl, guint passes)
+{
+	HsmCrawlStatus status;
+
+	do {
+		g_usleep(10 * 1000);
+		hsm_crawl_get_status(crawl, &status);
+	} while (status.passes < passes);
+	return status;
+}
+
+/* Where listings expire, passes repeat and find what the server added. */
+static void test_repeats_once_listings_expire(Fixture *fx, gconstpointer data)
+{
+	HsmCrawl *crawl;
+	HsmCrawlStatus status;
+
+	(void)data;
+	hsm_tree_close(fx->tree);
+	fx->tree = open_tree_with_ttl(fx, G_USEC_PER_SEC);
+	crawl = hsm_crawl_start(fx->tree, 10, 100, 3, G_USEC_PER_SEC + G_USEC_PER_SEC / 5);
+	status = wait_for_passes(crawl, 1);
+	g_assert_cmpuint(status.listed, ==, 8);
+	g_assert_cmpint(status.next_pass, >, g_get_monotonic_time());
+	g_assert_false(hsm_tree_is_populated(fx->tree, "h"));
+	set_dirs(fx, "/", (const char *const[]){ "a", "b", "c", "h", NULL });
+	set_dirs(fx, "/h/", (const char *const[]){ NULL });
+	status = wait_for_passes(crawl, 2);
+	hsm_crawl_stop(crawl);
+	g_assert_cmpuint(status.listed, ==, 9);
+	g_assert_true(hsm_tree_is_populated(fx->tree, "h"));
+	/* The second pass revalidated all 8 listings and listed h. */
+	g_assert_cmpint(g_atomic_int_get(&fx->server->page_gets), ==, 8 + 9);
+}
+
 int main(int argc, char **argv)
 {
 	test_init(&argc, &argv);
@@ -143,6 +185,8 @@ int main(int argc, char **argv)
 		   test_whole_tree_then_nothing_again, fixture_teardown);
 	g_test_add("/crawl/max-dirs", Fixture, NULL, fixture_setup,
 		   test_number_of_directories_bounds_the_crawl, fixture_teardown);
+	g_test_add("/crawl/repeats", Fixture, NULL, fixture_setup,
+		   test_repeats_once_listings_expire, fixture_teardown);
 	g_test_add("/crawl/failed-listing", Fixture, NULL, fixture_setup,
 		   test_failed_listing_is_counted, fixture_teardown);
 	return g_test_run();
