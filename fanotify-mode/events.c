@@ -27,6 +27,7 @@
 typedef struct {
 	HsmEventRecord rec;     /* rec.relpath is the owned relpath below */
 	char *relpath;
+	char *name;             /* what a lookup event looks up, for the log */
 	guint slot;
 } Event;
 
@@ -133,9 +134,10 @@ static void handle_event(gpointer data, gpointer user_data)
 	struct stat st;
 	gboolean ok = TRUE;
 
-	g_debug("fanotify event 0x%llx on '%s' range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
-		(unsigned long long)ev->mask, ev->relpath ? ev->relpath : "?", ev->offset,
-		ev->count);
+	g_debug("fanotify event 0x%llx on '%s'%s%s%s range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
+		(unsigned long long)ev->mask, ev->relpath ? ev->relpath : "?",
+		event->name ? " (lookup of '" : "", event->name ? event->name : "",
+		event->name ? "')" : "", ev->offset, ev->count);
 	/* Only our mount is marked: an object we cannot place is never let
 	 * through, as its bytes may not be there. */
 	if (!ev->relpath || fstat(ev->fd, &st) < 0) {
@@ -157,6 +159,7 @@ static void handle_event(gpointer data, gpointer user_data)
 	hsm_guardian_untrack(fan->guardian, event->slot);
 	close(ev->fd);
 	g_free(event->relpath);
+	g_free(event->name);
 	g_free(event);
 	g_mutex_lock(&fan->lock);
 	fan->queued--;
@@ -164,8 +167,18 @@ static void handle_event(gpointer data, gpointer user_data)
 	g_mutex_unlock(&fan->lock);
 }
 
-static void parse_info(HsmEventRecord *ev, const struct fanotify_event_metadata *meta)
+/* A lookup event's name record (kernel-patches/): the name, bounded by the record. */
+static char *name_of(const struct fanotify_event_info_header *hdr)
 {
+	const struct fanotify_event_info_hsm_name *record = (const void *)hdr;
+	gsize room = hdr->len - sizeof(*record);
+
+	return g_strndup(record->name, MIN(record->name_len, room));
+}
+
+static void parse_info(Event *event, const struct fanotify_event_metadata *meta)
+{
+	HsmEventRecord *ev = &event->rec;
 	const char *p = (const char *)meta + meta->metadata_len;
 	const char *end = (const char *)meta + meta->event_len;
 
@@ -181,6 +194,9 @@ static void parse_info(HsmEventRecord *ev, const struct fanotify_event_metadata 
 			ev->has_range = TRUE;
 			ev->offset = range->offset;
 			ev->count = range->count;
+		} else if (hdr->info_type == FAN_EVENT_INFO_TYPE_HSM_NAME &&
+			   hdr->len >= sizeof(struct fanotify_event_info_hsm_name) && !event->name) {
+			event->name = name_of(hdr);
 		}
 		p += hdr->len;
 	}
@@ -211,7 +227,7 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 	event->rec.fd = meta->fd;
 	event->rec.mask = meta->mask;
 	event->rec.pid = meta->pid;
-	parse_info(&event->rec, meta);
+	parse_info(event, meta);
 	event->relpath = relpath_of(fan, meta->fd);
 	event->rec.relpath = event->relpath;
 	take_room(fan);

@@ -15,7 +15,7 @@ import pytest
 
 from support.files import MiB, sha256, snapshot
 from support.mount import httphsm_binary, is_mounted, walk_to
-from support.tree import BIG_TAR, DEEP, V6
+from support.tree import BIG_TAR, DEEP, V6, many_file_size
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -133,6 +133,32 @@ def test_deep_path_opens_directly(nginx, fan_factory):
         pytest.skip("no lookup events on this kernel (mainline): see httphsm mount --help")
     with open(m.path("a", "b", "c", "d", "e", "deep.txt"), "rb") as f:
         assert f.read() == b"five levels down\n"
+
+
+def test_lookups_during_a_listing_fetch_it_once(nginx, fan_factory):
+    """Patched kernel: an ls of a 5,000-entry directory and stat() of 8 of its
+    names, all at once from a fresh mount: each lookup event waits for the
+    listing being fetched instead of fetching it again, and names it."""
+    m = fan_factory(nginx.url + "pub/", args=["--populate", "lazy"])
+    if not lookup_events_supported(m):
+        pytest.skip("no lookup events on this kernel (mainline): see httphsm mount --help")
+    numbers = range(0, 5000, 625)
+    sizes = {}
+    nginx.clear_log()
+    threads = [threading.Thread(target=lambda: sizes.setdefault("ls", len(os.listdir(
+        m.path("many")))))]
+    threads += [threading.Thread(target=lambda i=i: sizes.setdefault(i, os.stat(
+        m.path("many", f"file-{i:05d}.dat")).st_size)) for i in numbers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sizes.pop("ls") == 5000
+    assert sizes == {i: many_file_size(i) for i in numbers}
+    nginx.settle()
+    listings = [r for r in nginx.requests() if r.uri.rstrip("/").endswith("/many")]
+    assert len(listings) == 1, listings
+    assert any("(lookup of 'file-" in line for line in event_lines(m))
 
 
 def test_fuse_and_fanotify_share_one_cache(nginx, fan_factory, mount_factory, ext4, tree_root):
