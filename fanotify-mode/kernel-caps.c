@@ -20,6 +20,9 @@ static int try_mark(int mount_fd, guint64 mask)
 		return errno;
 	/* O_PATH descriptors are not accepted as the marked object itself. */
 	rc = fanotify_mark(group, FAN_MARK_ADD | FAN_MARK_MOUNT, mask, mount_fd, ".") ? errno : 0;
+	/* Removed first: the patched kernel fails a mount closed when a
+	 * pre-content group is released with its marks still on it. */
+	fanotify_mark(group, FAN_MARK_FLUSH | FAN_MARK_MOUNT, 0, AT_FDCWD, NULL);
 	close(group);
 	return rc;
 }

@@ -337,11 +337,21 @@ int listener_fd(struct listener *l)
 	return l->fan;
 }
 
+void fan_close(int fan)
+{
+	static const unsigned int types[] = { FAN_MARK_INODE, FAN_MARK_MOUNT,
+					      FAN_MARK_FILESYSTEM };
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		fanotify_mark(fan, FAN_MARK_FLUSH | types[i], 0, AT_FDCWD, NULL);
+	close(fan);
+}
+
 void listener_stop(struct listener *l)
 {
 	l->stop = true;
 	pthread_join(l->thread, NULL);
-	close(l->fan);
+	fan_close(l->fan);
 	free(l);
 }
 

@@ -10,7 +10,8 @@
  *
  * The listener is a thread of the test process; accessors are children.
  * If the test process dies, its fanotify group is released and the kernel
- * allows every pending event, so children never stay blocked.
+ * answers every pending event (EIO for pre-content events on the httphsm
+ * kernel, allow on mainline), so children never stay blocked.
  */
 #ifndef HSMTEST_H
 #define HSMTEST_H
@@ -102,6 +103,13 @@ bool listener_wait(struct listener *l, int n, int timeout_ms);
 
 /* fanotify_mark() wrapper that returns 0 or -errno. */
 int mark(int fan, unsigned flags, uint64_t mask, const char *path);
+/*
+ * Remove every mark of the group, then close it: the orderly way out.  On
+ * the httphsm kernel a pre-content group released with mount or filesystem
+ * marks in place makes accesses there fail with EIO (t_orphan), which would
+ * break the programs that run after on the same file system.
+ */
+void fan_close(int fan);
 
 /* ---- children ----------------------------------------------------------- */
 

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
 
 	close(notif);
 	close(content);
-	close(pre);
+	fan_close(pre);
 	umount(tmpfs_dir);
 	return t_done();
 }
