@@ -169,6 +169,7 @@ static HsmFanotify *adopt_mount(HsmTree *tree, const char *mountpoint, const cha
 	fan->caps.dir_readdir = (mask & FAN_ONDIR) != 0;
 	fan->caps.dir_lookup = (mask & FAN_HSM_LOOKUP) != 0;
 	set_marks(fan);
+	hsm_fanotify_events_answer_unrecorded(fan);
 	hsm_fanotify_events_start(fan);
 	hsm_fanotify_events_resume(fan);
 	serve_tree(fan);

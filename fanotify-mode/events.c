@@ -2,8 +2,9 @@
  *
  * One reader thread per group reads events and hands each one to a worker
  * pool, so that a slow fetch never holds up reads of other files or of
- * bytes already present.  At most MAX_QUEUED events are in the daemon's
- * hands; beyond that the readers stop reading and the kernel queues.  Every
+ * bytes already present.  At most MAX_QUEUED events, and one read's worth
+ * per reader, are in the daemon's hands; beyond that the readers stop
+ * reading and the kernel queues.  Every
  * event read is answered exactly once, whatever happens: allowed once its
  * bytes or entries are in the cache, denied with EIO when they cannot be.
  */
@@ -12,17 +13,24 @@
 #include "fanotify-abi.h"
 #include "fanotify-private.h"
 #include "group.h"
+#include "guardian-table.h"
 #include "url.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_QUEUED 512
 #define WORKERS 32
+
+/* All the events in the daemon's hands fit in the guardian's table, so that
+ * recording one never waits for a slot. */
+G_STATIC_ASSERT(MAX_QUEUED + HSM_GUARDIAN_MAX_GROUPS * HSM_FAN_READ_BUFFER /
+		sizeof(struct fanotify_event_metadata) <= HSM_GUARDIAN_SLOTS);
 
 typedef struct {
 	HsmEventRecord rec;     /* rec.relpath is the owned relpath below */
@@ -212,15 +220,17 @@ static void take_room(HsmFanotify *fan)
 	g_mutex_unlock(&fan->lock);
 }
 
-static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_metadata *meta)
+/* Records the event in the guardian's table at once; the workers get it
+ * once the whole batch is recorded (see read_events). */
+static Event *record(HsmFanotify *fan, guint group, const struct fanotify_event_metadata *meta)
 {
 	Event *event;
 
 	if (meta->fd < 0)
-		return; /* queue overflow notices and the like carry no object */
+		return NULL; /* queue overflow notices and the like carry no object */
 	if (!(meta->mask & HSM_FAN_PERMISSION_EVENTS)) {
 		close(meta->fd);
-		return;
+		return NULL;
 	}
 	event = g_new0(Event, 1);
 	event->rec.group = group;
@@ -230,9 +240,8 @@ static void dispatch(HsmFanotify *fan, guint group, const struct fanotify_event_
 	parse_info(event, meta);
 	event->relpath = relpath_of(fan, meta->fd);
 	event->rec.relpath = event->relpath;
-	take_room(fan);
 	event->slot = hsm_guardian_track(fan->guardian, &event->rec);
-	g_thread_pool_push(fan->workers, event, NULL);
+	return event;
 }
 
 /* An event a dead daemon left: its object is opened anew, through the cache,
@@ -263,26 +272,50 @@ static void resume(guint slot, const HsmEventRecord *rec, gpointer data)
 typedef struct {
 	HsmFanotify *fan;
 	guint group;
+	GPtrArray *batch;
 } GroupOf;
 
-static void dispatch_event(const struct fanotify_event_metadata *meta, gpointer data)
+/* For tests only, like git's GIT_TEST_* variables: if the file that
+ * HTTPHSM_TEST_DIE_UNRECORDED names exists, remove it and die as a daemon
+ * killed between reading an event and recording it would. */
+static void die_unrecorded_if_asked(void)
 {
-	GroupOf *of = data;
+	const char *flag = g_getenv("HTTPHSM_TEST_DIE_UNRECORDED");
 
-	dispatch(of->fan, of->group, meta);
+	if (flag && unlink(flag) == 0)
+		raise(SIGKILL);
 }
 
-/* Reads and dispatches what group has; FALSE when nothing was there. */
+static void record_event(const struct fanotify_event_metadata *meta, gpointer data)
+{
+	GroupOf *of = data;
+	Event *event;
+
+	die_unrecorded_if_asked();
+	event = record(of->fan, of->group, meta);
+
+	if (event)
+		g_ptr_array_add(of->batch, event);
+}
+
+/* Reads what group has and hands it to the workers; FALSE when nothing was
+ * there.  Every event of a read is in the guardian's table before waiting
+ * for room for any, so that a daemon killed meanwhile leaves none unknown. */
 static gboolean read_events(HsmFanotify *fan, guint group)
 {
-	GroupOf of = { fan, group };
+	g_autoptr(GPtrArray) batch = g_ptr_array_new();
+	GroupOf of = { fan, group, batch };
+	gboolean got;
 
 	errno = 0;
-	if (hsm_fan_read_events(fan->groups[group], dispatch_event, &of))
-		return TRUE;
-	if (errno && errno != EAGAIN && errno != EINTR)
+	got = hsm_fan_read_events(fan->groups[group], record_event, &of);
+	if (!got && errno && errno != EAGAIN && errno != EINTR)
 		g_warning("reading fanotify events: %s", g_strerror(errno));
-	return FALSE;
+	for (guint i = 0; i < batch->len; i++) {
+		take_room(fan);
+		g_thread_pool_push(fan->workers, batch->pdata[i], NULL);
+	}
+	return got;
 }
 
 typedef struct {
@@ -327,6 +360,37 @@ void hsm_fanotify_events_start(HsmFanotify *fan)
 		reader->group = i;
 		fan->readers[i] = g_thread_new("hsm-fanotify", reader_main, reader);
 	}
+}
+
+static void claim_inherited(guint slot, const HsmEventRecord *rec, gpointer data)
+{
+	GHashTable **claimed = data;
+
+	(void)slot;
+	g_hash_table_add(claimed[rec->group], GINT_TO_POINTER(rec->fd));
+}
+
+static gboolean is_claimed(int fd, gpointer data)
+{
+	return g_hash_table_contains(data, GINT_TO_POINTER(fd));
+}
+
+void hsm_fanotify_events_answer_unrecorded(HsmFanotify *fan)
+{
+	GHashTable *claimed[HSM_GUARDIAN_MAX_GROUPS];
+	guint answered = 0;
+
+	for (guint i = 0; i < fan->n_groups; i++)
+		claimed[i] = g_hash_table_new(NULL, NULL);
+	hsm_guardian_foreach_inherited(fan->guardian, claim_inherited, claimed);
+	for (guint i = 0; i < fan->n_groups; i++) {
+		answered += hsm_fan_answer_unclaimed(fan->groups[i], FAN_DENY_ERRNO(EIO),
+						     is_claimed, claimed[i]);
+		g_hash_table_destroy(claimed[i]);
+	}
+	if (answered)
+		g_warning("%u accesses that the dead daemon read but did not record fail with "
+			  "EIO", answered);
 }
 
 void hsm_fanotify_events_resume(HsmFanotify *fan)

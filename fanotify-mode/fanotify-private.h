@@ -33,6 +33,9 @@ struct HsmFanotify {
 void hsm_fanotify_events_start(HsmFanotify *fan);
 /* Finishes the events a dead daemon left (a restarted daemon). */
 void hsm_fanotify_events_resume(HsmFanotify *fan);
+/* Before the readers start: fails (EIO) the events a dead daemon read but
+ * did not record in the guardian's table (see hsm_fan_answer_unclaimed). */
+void hsm_fanotify_events_answer_unrecorded(HsmFanotify *fan);
 /* Reads what is left, answers everything, stops the threads. */
 void hsm_fanotify_events_stop(HsmFanotify *fan);
 

@@ -7,6 +7,10 @@
 
 #include <glib.h>
 
+/* Bytes of one read: at most this many / sizeof(fanotify_event_metadata)
+ * events. */
+#define HSM_FAN_READ_BUFFER 16384
+
 /* Reads what group has queued (one read) and calls fn for each event.
  * Returns FALSE when nothing was there (or the read failed: errno). */
 gboolean hsm_fan_read_events(int group,
@@ -18,5 +22,15 @@ gboolean hsm_fan_read_events(int group,
  * and *downgraded set.  Returns FALSE with errno set if no answer was taken
  * (ENOENT: the access was cancelled, its process killed). */
 gboolean hsm_fan_respond(int group, int fd, guint32 response, gboolean *downgraded);
+
+/* Answers with response every event pending in group under an fd number
+ * that claimed() (if given) does not claim, below the soft RLIMIT_NOFILE
+ * (the highest number a reader of the group can have been given).  A daemon
+ * killed between reading events and recording them in the guardian's table
+ * leaves such events: nobody knows their files, their readers would wait
+ * forever, and a later event given the same number could get their answer.
+ * Call it before reading the group.  Returns how many were answered. */
+guint hsm_fan_answer_unclaimed(int group, guint32 response,
+			       gboolean (*claimed)(int fd, gpointer data), gpointer data);
 
 #endif

@@ -221,14 +221,10 @@ static int take_over(const Guardian *g)
 
 	if (umount2(g->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
 		say("detaching %s: %s", g->mountpoint, strerror(errno));
-	for (guint slot = 0; slot < HSM_GUARDIAN_SLOTS; slot++) {
-		const HsmEventSlot *s = &g->table[slot];
-
-		if (__atomic_load_n(&s->used, __ATOMIC_ACQUIRE) && s->group < g->n_groups) {
-			deny(g->groups[s->group], s->fd);
-			answered++;
-		}
-	}
+	/* By number, not from the table: the daemon may have died before it
+	 * recorded the last events it read. */
+	for (guint i = 0; i < g->n_groups; i++)
+		answered += hsm_fan_answer_unclaimed(g->groups[i], FAN_DENY_ERRNO(EIO), NULL, NULL);
 	say("%s detached, %u pending events denied; denying the rest until its last open "
 	    "file is closed", g->mountpoint, answered);
 	for (;;) {

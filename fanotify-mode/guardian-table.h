@@ -15,7 +15,7 @@
 #include <glib.h>
 #include <limits.h>
 
-#define HSM_GUARDIAN_SLOTS 1024
+#define HSM_GUARDIAN_SLOTS 2048
 #define HSM_GUARDIAN_MAX_GROUPS 2
 
 /* Zero is a free slot: a new memfd needs no initialising, and only the

@@ -375,6 +375,44 @@ def test_restarts_are_bounded(tmp_path, fan_factory):
         server.stop()
 
 
+def test_an_event_read_but_not_recorded_fails_instead_of_hanging(tmp_path, fan_factory,
+                                                                   monkeypatch):
+    """The daemon dies between reading an event and recording it in the
+    guardian's table (a test hook kills it there): the restarted daemon fails
+    that access with EIO, since nobody knows its file, rather than leave its
+    reader waiting forever or give its answer to a later event that got the
+    same fd number; the next read gets the right bytes."""
+    root, server = slow_site(tmp_path, 1, 300_000)
+    flag = tmp_path / "die-unrecorded"
+    monkeypatch.setenv("HTTPHSM_TEST_DIE_UNRECORDED", str(flag))
+    try:
+        m = fan_factory(server.url)
+        [name] = os.listdir(m.path())
+        old_pid = m.pid
+        flag.touch()
+        outcome = {}
+
+        def reader():
+            try:
+                with open(m.path(name), "rb") as f:
+                    outcome["result"] = f.read()
+            except OSError as e:
+                outcome["result"] = f"error {errno.errorcode[e.errno]}"
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive(), "the reader still waits:\n" + m.log()[-3000:]
+        assert not flag.exists()  # the hook fired: the daemon died there
+        assert outcome["result"] == "error EIO"
+        m.pid = wait_for_new_daemon(m, old_pid)
+        assert "did not record fail with EIO" in m.log()
+        with open(m.path(name), "rb") as f:
+            assert f.read() == (root / name).read_bytes()
+    finally:
+        server.stop()
+
+
 def test_slow_fetch_does_not_block_other_reads(tmp_path, fan_factory):
     from support.faulty import FaultyServer
     root = tmp_path / "site"
