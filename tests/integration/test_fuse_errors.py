@@ -60,12 +60,14 @@ def test_http_errors_reach_the_reader(error_site, mount_factory):
     assert read_error(m.path("files", "forbidden.bin")) == errno.EACCES
     error_site.clear_log()
     assert read_error(m.path("files", "fail.bin")) == errno.EIO
+    error_site.settle()  # nginx logs the last try after the reader has its error
     fails = [r for r in error_site.requests() if r.uri == "/files/fail.bin"]
     assert len(fails) == 3  # the first try and two retries
     # A failed range is not cached as present: a later read tries again.
     time.sleep(2.5)
     error_site.clear_log()
     assert read_error(m.path("files", "fail.bin")) == errno.EIO
+    error_site.settle()
     assert len([r for r in error_site.requests() if r.uri == "/files/fail.bin"]) == 3
 
 
