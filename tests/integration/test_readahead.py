@@ -8,13 +8,12 @@ import time
 
 import pytest
 
-from support.files import MiB
+from support.files import MiB, tar_head
 from support.mount import walk_to
 from support.tree import BIG_TAR
 
 pytestmark = pytest.mark.timeout(300)
 
-TAR_HEAD = "tar tvf {} | head -20"
 FRESH_MOUNTS = 3
 
 
@@ -35,8 +34,7 @@ def settled_bytes(nginx, suffix, quiet=1.0, limit=20):
 
 @pytest.mark.parametrize("mode", ["fuse", "fanotify"])
 def test_tar_head_costs_at_most_1_mib(nginx, mount_factory, fan_factory, tree_root, mode):
-    want = subprocess.run(TAR_HEAD.format(os.path.join(tree_root, "pub", BIG_TAR)), shell=True,
-                          capture_output=True, timeout=120).stdout
+    want = tar_head(os.path.join(tree_root, "pub", BIG_TAR))
     sent = []
     for i in range(FRESH_MOUNTS):
         name = f"{mode}{i}"
@@ -44,8 +42,7 @@ def test_tar_head_costs_at_most_1_mib(nginx, mount_factory, fan_factory, tree_ro
              else mount_factory(nginx.url + "pub/", name=name))
         walk_to(m.mountpoint, BIG_TAR)
         nginx.clear_log()
-        got = subprocess.run(TAR_HEAD.format(m.path(BIG_TAR)), shell=True, capture_output=True,
-                             timeout=120).stdout
+        got = tar_head(m.path(BIG_TAR))
         assert got == want and len(got.splitlines()) == 20
         sent.append(settled_bytes(nginx, BIG_TAR))
         m.umount()

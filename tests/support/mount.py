@@ -77,6 +77,10 @@ class Mount:
 
     def umount(self):
         """Stops the daemon; returns its log.  Never leaves a mount behind."""
+        try:  # a guardian may have restarted the daemon under another pid
+            self.pid = self.daemon_pid()
+        except (OSError, ValueError):
+            pass
         if is_mounted(self.mountpoint):
             r = subprocess.run([httphsm_binary(), "umount", self.mountpoint],
                                capture_output=True, text=True, timeout=60)
