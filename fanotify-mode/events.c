@@ -277,12 +277,13 @@ typedef struct {
 
 /* For tests only, like git's GIT_TEST_* variables: if the file that
  * HTTPHSM_TEST_DIE_UNRECORDED names exists, remove it and die as a daemon
- * killed between reading an event and recording it would. */
+ * killed between reading an event and recording it would.  Looked up once,
+ * before the readers start, not for every event. */
+static const char *die_unrecorded_flag;
+
 static void die_unrecorded_if_asked(void)
 {
-	const char *flag = g_getenv("HTTPHSM_TEST_DIE_UNRECORDED");
-
-	if (flag && unlink(flag) == 0)
+	if (die_unrecorded_flag && unlink(die_unrecorded_flag) == 0)
 		raise(SIGKILL);
 }
 
@@ -352,6 +353,7 @@ void hsm_fanotify_events_start(HsmFanotify *fan)
 	g_mutex_init(&fan->lock);
 	g_cond_init(&fan->room);
 	g_atomic_int_set(&fan->errno_responses, 1);
+	die_unrecorded_flag = g_getenv("HTTPHSM_TEST_DIE_UNRECORDED");
 	fan->workers = g_thread_pool_new(handle_event, fan, WORKERS, FALSE, NULL);
 	for (guint i = 0; i < fan->n_groups; i++) {
 		Reader *reader = g_new(Reader, 1);
