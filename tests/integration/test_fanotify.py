@@ -257,22 +257,27 @@ def test_kill_9_never_yields_zeros(nginx, fan_factory, tree_root):
     assert "the daemon died" in m.log()
 
 
+def start_reader(path, outcome, key):
+    """A started thread reading path whole: outcome[key] gets its bytes, or
+    "error ENAME" if a call fails."""
+    def read():
+        try:
+            with open(path, "rb") as f:
+                outcome[key] = f.read()
+        except OSError as e:
+            outcome[key] = f"error {errno.errorcode[e.errno]}"
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
 def blocked_readers(m, server, count, size):
     """count threads, each reading a whole file of size bytes that the
     server holds back: returns (threads, outcome, files' contents)."""
     outcome = {}
-
-    def reader(name):
-        try:
-            with open(m.path(name), "rb") as f:
-                outcome[name] = f.read()
-        except OSError as e:
-            outcome[name] = f"error {errno.errorcode[e.errno]}"
-
     names = [f"held-{i:02d}.slow" for i in range(count)]
-    threads = [threading.Thread(target=reader, args=(name,)) for name in names]
-    for thread in threads:
-        thread.start()
+    threads = [start_reader(m.path(name), outcome, name) for name in names]
     deadline = time.time() + 30
     while time.time() < deadline and \
             sum(".slow" in line for line in event_lines(m)) < count:
@@ -389,16 +394,7 @@ def test_an_event_read_but_not_recorded_fails_instead_of_hanging(tmp_path, fan_f
         old_pid = m.pid
         flag.touch()
         outcome = {}
-
-        def reader():
-            try:
-                with open(m.path(name), "rb") as f:
-                    outcome["result"] = f.read()
-            except OSError as e:
-                outcome["result"] = f"error {errno.errorcode[e.errno]}"
-
-        thread = threading.Thread(target=reader, daemon=True)
-        thread.start()
+        thread = start_reader(m.path(name), outcome, "result")
         thread.join(60)
         assert not thread.is_alive(), "the reader still waits:\n" + m.log()[-3000:]
         assert not flag.exists()  # the hook fired: the daemon died there

@@ -69,16 +69,29 @@ static int list_dir(void *path)
 	return 0;
 }
 
+/* A new pre-content group with a FAN_PRE_ACCESS mark on the bind mount,
+ * or -1. */
+static int group_marking_the_mount(void)
+{
+	int fan = fanotify_init(FAN_CLASS_PRE_CONTENT | FAN_CLOEXEC,
+				O_RDONLY | O_LARGEFILE);
+
+	if (fan >= 0 && mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, FAN_PRE_ACCESS,
+			     mnt_dir)) {
+		close(fan);
+		return -1;
+	}
+	return fan;
+}
+
 /* Child: marks the mount, reports each event on the pipe, never answers. */
 static int silent_listener(void *arg)
 {
 	int report = *(int *)arg;
 	static _Alignas(8) char buf[4096];
-	int fan = fanotify_init(FAN_CLASS_PRE_CONTENT | FAN_CLOEXEC,
-				O_RDONLY | O_LARGEFILE);
+	int fan = group_marking_the_mount();
 
-	if (fan < 0 || mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, FAN_PRE_ACCESS,
-			    mnt_dir))
+	if (fan < 0)
 		return 1;
 	if (write(report, "r", 1) != 1)
 		return 1;
@@ -188,12 +201,10 @@ static void new_listener_takes_over(void)
 
 static void closed_with_marks_until_umount(void)
 {
-	int fan = fanotify_init(FAN_CLASS_PRE_CONTENT | FAN_CLOEXEC,
-				O_RDONLY | O_LARGEFILE);
+	int fan = group_marking_the_mount();
 	bool ran;
 
-	if (fan < 0 || mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, FAN_PRE_ACCESS,
-			    mnt_dir))
+	if (fan < 0)
 		t_fatal("mark the mount");
 	close(fan);
 	ran = access_ok(read_mnt_file, mnt_file);
