@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -160,6 +161,26 @@ void pattern_fill(unsigned char *buf, uint64_t off, size_t len)
 		buf[i] = pattern_byte(off + i);
 }
 
+int64_t pattern_write(int fd, uint64_t off, uint64_t len)
+{
+	unsigned char buf[64 * 1024];
+	uint64_t end = off + len;
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -1;
+	if (end > (uint64_t)st.st_size)
+		end = st.st_size;
+	for (; off < end; off += sizeof(buf)) {
+		size_t n = end - off < sizeof(buf) ? end - off : sizeof(buf);
+
+		pattern_fill(buf, off, n);
+		if (pwrite(fd, buf, n, off) != (ssize_t)n)
+			return -1;
+	}
+	return (int64_t)end;
+}
+
 int64_t pattern_check(const unsigned char *buf, uint64_t off, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
@@ -265,8 +286,8 @@ static void handle_one(struct listener *l, struct fanotify_event_metadata *m)
 	}
 	pthread_mutex_unlock(&l->lock);
 
-	if (m->mask & (FAN_PRE_ACCESS | FAN_HSM_LOOKUP | FAN_OPEN_PERM |
-		       FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM)) {
+	if (m->mask & (FAN_PRE_ACCESS | FAN_PRE_FAULT | FAN_HSM_LOOKUP |
+		       FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM)) {
 		struct fanotify_response r = { .fd = m->fd,
 					       .response = ev.response };
 

@@ -56,6 +56,9 @@ const char *t_path(const char *rel);
 /* The content the listener "fetches" for a file: a function of the offset. */
 unsigned char pattern_byte(uint64_t off);
 void pattern_fill(unsigned char *buf, uint64_t off, size_t len);
+/* Write the pattern over [off, off + len) of fd (an event fd), clipped to
+ * the file size; returns the end of what was written, or -1. */
+int64_t pattern_write(int fd, uint64_t off, uint64_t len);
 /* Offset of the first byte that differs from the pattern, or -1. */
 int64_t pattern_check(const unsigned char *buf, uint64_t off, size_t len);
 

@@ -10,6 +10,11 @@
  * mainline.  Also checks that a file descriptor opened before the mark gets
  * no pre-content events (as mainline decides at open).  Runs on mainline
  * (6.14+) too.
+ *
+ * With a listener of page faults (FAN_PRE_FAULT, lazy mappings), exec still
+ * gets its segments filled at mmap time: the kernel touches them inside
+ * execve() (the bss tail is cleared with clear_user()), where a fault could
+ * only be answered without filling (FAN_HSM_NOFILL).  Skipped on mainline.
  */
 #include "hsmtest.h"
 
@@ -25,6 +30,7 @@
 static const char *prog;
 static int source_fd = -1;
 static int fill_errors;
+static int nofill_events;
 static int pre_fd = -1;
 
 static uint32_t fill_from_source(struct listener *l, struct hsm_event *ev,
@@ -37,6 +43,11 @@ static uint32_t fill_from_source(struct listener *l, struct hsm_event *ev,
 	(void)ctx;
 	if (!ev->has_range)
 		return FAN_ALLOW;
+	/* Must not write; exec is expected never to need it */
+	if (ev->mask & FAN_HSM_NOFILL) {
+		nofill_events++;
+		return FAN_DENY;
+	}
 	while (off < end) {
 		size_t n = end - off < sizeof(buf) ? end - off : sizeof(buf);
 		ssize_t got = pread(source_fd, buf, n, off);
@@ -107,6 +118,23 @@ int main(int argc, char **argv)
 	     "FAN_PRE_ACCESS and the handler filled it (%d events, %d "
 	     "errors)", listener_nevents(l), fill_errors);
 
+	listener_stop(l);
+
+	/* The same with lazy mappings, on a file never filled */
+	prog = t_path("exec.lazy");
+	make_sparse(prog, st.st_size);
+	if (chmod(prog, 0755))
+		t_fatal("chmod");
+	l = listener_start(fill_from_source, NULL);
+	if (mark(listener_fd(l), FAN_MARK_ADD, FAN_PRE_ACCESS | FAN_PRE_FAULT, prog)) {
+		t_skip("no FAN_PRE_FAULT on this kernel (%s)", strerror(errno));
+	} else {
+		status = run_child(run_prog, NULL, 30000);
+		t_ok(status == 0 && nofill_events == 0 && fill_errors == 0,
+		     "with FAN_PRE_FAULT the never filled executable runs "
+		     "(status %d, %d events, %d FAN_HSM_NOFILL)", status,
+		     listener_nevents(l), nofill_events);
+	}
 	listener_stop(l);
 	return t_done();
 }

@@ -31,26 +31,12 @@ static int64_t *bad;	/* shared: first bad offset found by a child */
 /* Fill the reported range, clipped to the file size, via the event fd */
 static uint32_t fill(struct listener *l, struct hsm_event *ev, void *ctx)
 {
-	static unsigned char buf[256 * 1024];
-	struct stat st;
-	uint64_t off, end;
-
 	(void)l;
 	(void)ctx;
-	if (!(ev->mask & FAN_PRE_ACCESS) || !ev->has_range ||
-	    fstat(ev->fd, &st))
+	if (!(ev->mask & FAN_PRE_ACCESS) || !ev->has_range)
 		return FAN_ALLOW;
-	end = ev->offset + ev->count;
-	if (end > (uint64_t)st.st_size)
-		end = st.st_size;
-	for (off = ev->offset; off < end; off += sizeof(buf)) {
-		size_t n = end - off < sizeof(buf) ? end - off : sizeof(buf);
-
-		pattern_fill(buf, off, n);
-		if (pwrite(ev->fd, buf, n, off) != (ssize_t)n)
-			return FAN_DENY_ERRNO(EIO);
-	}
-	return FAN_ALLOW;
+	return pattern_write(ev->fd, ev->offset, ev->count) < 0 ?
+		FAN_DENY_ERRNO(EIO) : FAN_ALLOW;
 }
 
 static int check(const unsigned char *buf, uint64_t off, size_t len)

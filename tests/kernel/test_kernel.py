@@ -28,7 +28,8 @@ BIN = os.environ.get("HTTPHSM_KTEST_BIN",
 
 TESTS = ["t_range", "t_fill", "t_noself", "t_deny", "t_refuse", "t_ignore",
          "t_readdir", "t_lookup", "t_exec", "t_freeze", "t_longname",
-         "t_gating", "t_truncate", "t_lookuplast", "t_uring", "t_orphan"]
+         "t_gating", "t_truncate", "t_lookuplast", "t_uring", "t_orphan",
+         "t_fault"]
 FILESYSTEMS = ["ext4", "xfs", "btrfs"]
 PROGRAM_TIMEOUT = 900     # seconds; the programs time out earlier themselves
 
