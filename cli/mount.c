@@ -45,6 +45,8 @@ typedef struct {
 	char *cache_max_age;
 	char *populate;
 	gint restarts;
+	char *mmap;
+	gboolean whole_mappings; /* from mmap */
 	guint crawl_depth;       /* from populate */
 	guint crawl_max_dirs;
 	gboolean verbose;
@@ -268,6 +270,13 @@ static const GOptionEntry mount_table[] = {
 	  "died (a restart counts as failed if the new daemon dies within a minute); "
 	  "readers waiting at the crash get their bytes from the new daemon.  Past it, "
 	  "or with 0, the guardian unmounts and readers get EIO (default: 3)", "N" },
+	{ "mmap", 0, 0, G_OPTION_ARG_STRING, FIELD(mmap),
+	  "fanotify mode: lazy: a mapping of a file fetches the pages its page faults "
+	  "touch; a system call whose buffer is a part of a mapping not fetched yet "
+	  "(write(2) from it, O_DIRECT) fails with EFAULT, since the kernel cannot let "
+	  "the daemon write while that call may hold the file system; whole: mmap() "
+	  "fetches the whole mapped range first (mainline's rule).  Default: lazy where "
+	  "the kernel reports page faults (kernel-patches/ 0013), whole elsewhere", "MODE" },
 	{ "log-file", 0, 0, G_OPTION_ARG_FILENAME, FIELD(log_file),
 	  "Daemon log (default: CACHE/httphsm.log)", "FILE" },
 	{ "verbose", 'v', 0, G_OPTION_ARG_NONE, FIELD(verbose), "Log debug messages", NULL },
@@ -441,6 +450,7 @@ static void mount_options_clear(MountOptions *o)
 	g_free(o->cache_max_size);
 	g_free(o->cache_max_age);
 	g_free(o->populate);
+	g_free(o->mmap);
 	g_free(o->log_file);
 }
 
@@ -526,6 +536,15 @@ static gboolean parse_populate(const char *text, guint *depth, guint *max_dirs, 
 bad:
 	g_set_error(err, HSM_ERROR, EINVAL,
 		    "--populate '%s': lazy, eager or eager:DEPTH[:DIRECTORIES]", text);
+	return FALSE;
+}
+
+static gboolean parse_mmap(const char *text, gboolean *whole, GError **err)
+{
+	*whole = text && !strcmp(text, "whole");
+	if (!text || *whole || !strcmp(text, "lazy"))
+		return TRUE;
+	g_set_error(err, HSM_ERROR, EINVAL, "--mmap '%s': lazy or whole", text);
 	return FALSE;
 }
 
@@ -690,8 +709,11 @@ static int serve_fuse(HsmTree *tree, const MountOptions *o, const char *mountpoi
 static int serve_fanotify(HsmTree *tree, const MountOptions *o, const char *mountpoint,
 			  const char *log_path, GError **err)
 {
-	guint restarts = o->restarts < 0 ? DEFAULT_RESTARTS : (guint)o->restarts;
-	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, restarts, err);
+	HsmFanotifyOptions options = {
+		.restarts = o->restarts < 0 ? DEFAULT_RESTARTS : (guint)o->restarts,
+		.whole_mappings = o->whole_mappings,
+	};
+	HsmFanotify *fan = hsm_fanotify_mount(tree, mountpoint, log_path, &options, err);
 	HsmControl *control;
 	HsmCrawl *crawl;
 	int rc;
@@ -749,6 +771,7 @@ int hsm_command_mount(int argc, char **argv)
 	restarted = fanotify && hsm_fanotify_restarted();
 	if (!check_privileges(fanotify, &err) ||
 	    !parse_populate(o.populate, &o.crawl_depth, &o.crawl_max_dirs, &err) ||
+	    !parse_mmap(o.mmap, &o.whole_mappings, &err) ||
 	    !tree_options_from(&o, argv[1], &tree_options, &err) ||
 	    (!restarted && !check_mountpoint(mountpoint, &err))) {
 		fprintf(stderr, "%s: %s\n", g_get_prgname(), err->message);

@@ -31,7 +31,7 @@ _httphsm()
 	local mount_opts="--mode --cache-dir --foreground --options --user --netrc --proxy
 		--proxy-user --cacert --insecure --user-agent --max-connections --retries --timeout
 		--min-rate --min-window --max-window --cache-max-size --cache-max-age
-		--dir-cache-time --populate --restarts --log-file --verbose --debug-fuse --help"
+		--dir-cache-time --populate --restarts --mmap --log-file --verbose --debug-fuse --help"
 
 	if ((cword == 1)); then
 		COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))
@@ -48,6 +48,10 @@ _httphsm()
 			;;
 		--populate)
 			COMPREPLY=($(compgen -W "lazy eager" -- "$cur"))
+			return
+			;;
+		--mmap)
+			COMPREPLY=($(compgen -W "lazy whole" -- "$cur"))
 			return
 			;;
 		-c | --cache-dir)

@@ -313,6 +313,16 @@ void hsm_file_get_status(HsmFile *file, HsmFileStatus *status)
 	g_mutex_unlock(&file->lock);
 }
 
+gboolean hsm_file_has(HsmFile *file, guint64 offset, guint64 length)
+{
+	gboolean has;
+
+	g_mutex_lock(&file->lock);
+	has = hsm_file_state_has(&file->state, offset, length);
+	g_mutex_unlock(&file->lock);
+	return has;
+}
+
 /* ---- Saving ---- */
 
 gboolean hsm_file_save(HsmFile *file, GError **err)

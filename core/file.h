@@ -66,6 +66,10 @@ typedef struct {
 /* A consistent snapshot (taken under the file's lock). */
 void hsm_file_get_status(HsmFile *file, HsmFileStatus *status);
 
+/* Whether [offset, offset + length), clipped to the file size, is all in
+ * the cache file now; fetches nothing. */
+gboolean hsm_file_has(HsmFile *file, guint64 offset, guint64 length);
+
 /* Frees the local copy of the file: under a write lease (so nobody has it
  * open: EBUSY otherwise) the state first forgets every range, then the
  * bytes are punched out.  Later reads fetch again.  A pinned file is

@@ -42,6 +42,13 @@ void hsm_file_state_clear(HsmFileState *state)
 	hsm_range_map_clear(&state->present);
 }
 
+gboolean hsm_file_state_has(const HsmFileState *state, guint64 offset, guint64 length)
+{
+	length = MIN(length, G_MAXUINT64 - offset);
+	return offset >= state->size ||
+	       hsm_range_map_contains(&state->present, offset, MIN(offset + length, state->size));
+}
+
 const char *hsm_store_dir(HsmStore *store)
 {
 	return store->dir;

@@ -61,6 +61,8 @@ typedef struct {
 
 void hsm_file_state_init(HsmFileState *state);
 void hsm_file_state_clear(HsmFileState *state);
+/* Whether [offset, offset + length), clipped to the size, is all present. */
+gboolean hsm_file_state_has(const HsmFileState *state, guint64 offset, guint64 length);
 
 /* Parses the text of a state file (len bytes, as hsm_store_save_file()
  * writes it) that should be relpath's: FALSE (state unchanged) unless it

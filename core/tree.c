@@ -135,6 +135,31 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
 	return file;
 }
 
+gboolean hsm_tree_has_range(HsmTree *tree, const char *relpath, guint64 offset, guint64 length)
+{
+	HsmFileState state;
+	HsmFile *file;
+	gboolean has;
+
+	g_mutex_lock(&tree->lock);
+	file = g_hash_table_lookup(tree->files, relpath);
+	if (file)
+		hsm_file_ref(file);
+	g_mutex_unlock(&tree->lock);
+	if (file) {
+		has = hsm_file_has(file, offset, length);
+		hsm_file_unref(file);
+		return has;
+	}
+	/* Opening the file may repair its mtime (a write): its saved state,
+	 * which is written only after the bytes it lists, says as much. */
+	hsm_file_state_init(&state);
+	has = hsm_store_load_file(tree->shared.store, relpath, &state) &&
+	      hsm_file_state_has(&state, offset, length);
+	hsm_file_state_clear(&state);
+	return has;
+}
+
 /* ---- Directories ---- */
 
 /* Remembers relpath as listed (or found unchanged) `age` usec ago; under

@@ -87,5 +87,9 @@ gint64 hsm_tree_listing_age(HsmTree *tree, const char *relpath);
 
 /* A reference to the file at relpath (which must exist in the cache tree). */
 HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);
+/* Whether [offset, offset + length) of relpath is in the cache now, from
+ * its open file or its saved state; reads only, writes nothing (for a
+ * caller that must not wait for the cache's file system). */
+gboolean hsm_tree_has_range(HsmTree *tree, const char *relpath, guint64 offset, guint64 length);
 
 #endif

@@ -52,7 +52,7 @@ static gboolean mark_mount(HsmFanotify *fan, guint group, unsigned int flags, gu
 /* The events each group's mount mark reports, for these capabilities. */
 static void set_marks(HsmFanotify *fan)
 {
-	fan->marks[FILE_GROUP] = FAN_PRE_ACCESS;
+	fan->marks[FILE_GROUP] = FAN_PRE_ACCESS | (fan->lazy_mappings ? FAN_PRE_FAULT : 0);
 	if (fan->caps.dir_readdir)
 		fan->marks[FILE_GROUP] |= FAN_ONDIR | (fan->caps.dir_lookup ? FAN_HSM_LOOKUP : 0);
 	fan->marks[DIR_GROUP] = FAN_OPEN_PERM | FAN_ONDIR;
@@ -117,20 +117,26 @@ static void serve_tree(HsmFanotify *fan)
 	hsm_tree_set_hooks(fan->tree,
 			   &(HsmFileHooks){ .evicting = on_evicting, .user_data = fan });
 	g_message("fanotify mode: %s", hsm_kernel_caps_describe(&fan->caps));
+	g_message("mappings: %s", fan->lazy_mappings
+		  ? "lazy (a page fault fetches the pages it maps; a system call whose buffer is "
+		    "an unfetched part of a mapping fails with EFAULT)"
+		  : "whole (mmap() fetches the mapped range first)");
 }
 
 static HsmFanotify *mount_anew(HsmTree *tree, const char *mountpoint, const char *log_path,
-			       guint restarts, GError **err)
+			       const HsmFanotifyOptions *options, GError **err)
 {
 	HsmFanotify *fan = fanotify_new(tree, mountpoint);
 
 	fan->mount_fd = hsm_bindmount_clone(hsm_tree_root_path(tree), err);
 	fan->mount_id = fan->mount_fd >= 0 ? hsm_bindmount_id(fan->mount_fd) : 0;
-	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err) ||
-	    !set_up_groups(fan, err))
+	if (fan->mount_fd < 0 || !hsm_kernel_probe(fan->mount_fd, &fan->caps, err))
+		goto fail;
+	fan->lazy_mappings = fan->caps.page_faults && !options->whole_mappings;
+	if (!set_up_groups(fan, err))
 		goto fail;
 	fan->guardian = hsm_guardian_start(fan->groups, fan->n_groups, mountpoint, log_path,
-					   restarts, err);
+					   options->restarts, err);
 	if (!fan->guardian)
 		goto fail;
 	hsm_fanotify_events_start(fan);
@@ -149,13 +155,13 @@ fail:
 
 /* A restarted daemon: the guardian's groups, with their marks on the mount. */
 static HsmFanotify *adopt_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
-			      guint restarts, GError **err)
+			      const HsmFanotifyOptions *options, GError **err)
 {
 	HsmFanotify *fan = fanotify_new(tree, mountpoint);
 	guint64 mask = 0;
 
 	fan->guardian = hsm_guardian_adopt(fan->groups, &fan->n_groups, mountpoint, log_path,
-					   restarts, err);
+					   options->restarts, err);
 	if (!fan->guardian) {
 		fanotify_free(fan);
 		return NULL;
@@ -168,6 +174,7 @@ static HsmFanotify *adopt_mount(HsmTree *tree, const char *mountpoint, const cha
 	}
 	fan->caps.dir_readdir = (mask & FAN_ONDIR) != 0;
 	fan->caps.dir_lookup = (mask & FAN_HSM_LOOKUP) != 0;
+	fan->caps.page_faults = fan->lazy_mappings = (mask & FAN_PRE_FAULT) != 0;
 	set_marks(fan);
 	hsm_fanotify_events_answer_unrecorded(fan);
 	hsm_fanotify_events_start(fan);
@@ -184,10 +191,10 @@ gboolean hsm_fanotify_restarted(void)
 }
 
 HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
-				guint restarts, GError **err)
+				const HsmFanotifyOptions *options, GError **err)
 {
-	return hsm_guardian_handed_over() ? adopt_mount(tree, mountpoint, log_path, restarts, err)
-		     : mount_anew(tree, mountpoint, log_path, restarts, err);
+	return hsm_guardian_handed_over() ? adopt_mount(tree, mountpoint, log_path, options, err)
+		     : mount_anew(tree, mountpoint, log_path, options, err);
 }
 
 void hsm_fanotify_stop_signals(sigset_t *set)
@@ -243,7 +250,7 @@ int hsm_fanotify_serve(HsmFanotify *fan)
 void hsm_fanotify_forget_complete(HsmFanotify *fan, int fd)
 {
 	if (fanotify_mark(fan->groups[FILE_GROUP], FAN_MARK_REMOVE | FAN_MARK_IGNORE_SURV,
-			  FAN_PRE_ACCESS, fd, NULL) < 0 && errno != ENOENT)
+			  hsm_fan_content_events(fan), fd, NULL) < 0 && errno != ENOENT)
 		g_warning("cannot remove an ignore mark: %s", g_strerror(errno));
 }
 

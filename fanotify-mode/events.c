@@ -128,9 +128,26 @@ static gboolean fill(HsmFanotify *fan, const HsmEventRecord *ev, GError **err)
 			     ev->has_range ? ev->count : G_MAXUINT64, ev->pid > 0 ? &reader : NULL, err);
 	hsm_file_get_status(file, &status);
 	if (ok && status.present == status.size)
-		ignore_from_now_on(fan, ev->group, ev->fd, FAN_PRE_ACCESS);
+		ignore_from_now_on(fan, ev->group, ev->fd, hsm_fan_content_events(fan));
 	hsm_file_unref(file);
 	return ok;
+}
+
+/* A fault inside a system call (FAN_HSM_NOFILL): its caller may hold locks
+ * of the cache's file system (a write() from a mapped buffer holds its
+ * freeze protection), so nothing is written now; the access goes on only
+ * if the bytes are there. */
+static gboolean check_present(HsmFanotify *fan, const HsmEventRecord *ev, GError **err)
+{
+	gboolean present = hsm_tree_has_range(fan->tree, ev->relpath, ev->offset, ev->count);
+
+	if (!present)
+		g_set_error(err, HSM_ERROR, EFAULT,
+			    "a system call used bytes %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
+			    " of a mapping of it as its buffer before they were fetched "
+			    "(they cannot be fetched inside the call: EFAULT)",
+			    ev->offset, ev->count);
+	return present;
 }
 
 static void handle_event(gpointer data, gpointer user_data)
@@ -154,7 +171,9 @@ static void handle_event(gpointer data, gpointer user_data)
 		ok = FALSE;
 	} else if (S_ISDIR(st.st_mode)) {
 		ok = populate(fan, ev, &err);
-	} else if (ev->mask & FAN_PRE_ACCESS) {
+	} else if (ev->mask & FAN_HSM_NOFILL) {
+		ok = check_present(fan, ev, &err);
+	} else if (ev->mask & (FAN_PRE_ACCESS | FAN_PRE_FAULT)) {
 		ok = fill(fan, ev, &err);
 	}
 	if (!ok && g_error_matches(err, HSM_ERROR, EINTR))

@@ -77,6 +77,21 @@ struct fanotify_event_info_range {
 #define FAN_HSM_LOOKUP			0x00800000
 #define FAN_EVENT_INFO_TYPE_HSM_NAME	64
 
+/*
+ * Page faults of lazy mappings: a listener that marks FAN_PRE_FAULT (with
+ * FAN_PRE_ACCESS) no longer gets mainline's FAN_PRE_ACCESS for the whole
+ * range at mmap() time (unless the mapping is populated: MAP_POPULATE,
+ * MAP_LOCKED); instead each page fault that reaches the file system reports
+ * FAN_PRE_FAULT with a range record (the faulting page and the pages around
+ * it that the kernel maps with it), raised after mmap_lock was dropped.
+ * FAN_HSM_NOFILL comes with FAN_PRE_FAULT when the fault happened inside a
+ * system call (a buffer in the mapping): the caller may hold locks of this
+ * file system, so the listener must not write to it and answers from what
+ * is already there (FAN_ALLOW) or denies (the system call gets EFAULT).
+ */
+#define FAN_PRE_FAULT			0x00400000
+#define FAN_HSM_NOFILL			0x00200000
+
 struct fanotify_event_info_hsm_name {
 	struct fanotify_event_info_header hdr;
 	__u32 name_len;		/* strlen(name) */
@@ -85,6 +100,6 @@ struct fanotify_event_info_hsm_name {
 
 /* Every event httphsm asks for that waits for an answer. */
 #define HSM_FAN_PERMISSION_EVENTS \
-	(FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS | FAN_HSM_LOOKUP)
+	(FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_PRE_ACCESS | FAN_HSM_LOOKUP | FAN_PRE_FAULT)
 
 #endif /* HTTPHSM_FANOTIFY_ABI_H */

@@ -18,13 +18,21 @@ void hsm_fanotify_stop_signals(sigset_t *set);
  * once, before any thread exists. */
 gboolean hsm_fanotify_restarted(void);
 
+typedef struct {
+	/* How many deaths of the daemon in a row the guardian answers with a
+	 * restart (see guardian.h). */
+	guint restarts;
+	/* Fill a mapping's whole range at mmap() (mainline's rule) even where
+	 * the kernel can fill it fault by fault (FAN_PRE_FAULT). */
+	gboolean whole_mappings;
+} HsmFanotifyOptions;
+
 /* Sets up the groups, marks, guardian and mount, or takes them over from a
  * dead daemon.  The caller must have blocked the stop signals in every
  * thread (hsm_fanotify_serve() takes them with sigwait()).  log_path is
- * where the guardian writes; restarts: how many deaths of the daemon in a
- * row the guardian answers with a restart (see guardian.h). */
+ * where the guardian writes. */
 HsmFanotify *hsm_fanotify_mount(HsmTree *tree, const char *mountpoint, const char *log_path,
-				guint restarts, GError **err);
+				const HsmFanotifyOptions *options, GError **err);
 /* Serves until SIGINT/SIGTERM/SIGHUP finds the mount unused (then unmounts)
  * or until someone else unmounted it. */
 int hsm_fanotify_serve(HsmFanotify *fan);

@@ -4,6 +4,7 @@
 
 #include "fanotify-mode.h"
 #include "guardian.h"
+#include "fanotify-abi.h"
 #include "kernel-caps.h"
 
 #define FILE_GROUP 0            /* FAN_PRE_ACCESS on files (and dirs, patched kernel) */
@@ -13,6 +14,7 @@ struct HsmFanotify {
 	HsmTree *tree;
 	char *mountpoint;
 	HsmKernelCaps caps;
+	gboolean lazy_mappings; /* FAN_PRE_FAULT marked: mappings fill by fault */
 	int mount_fd;           /* the detached clone, until attached */
 	guint64 mount_id;       /* the clone's, which events' paths are on */
 	int groups[2];
@@ -28,6 +30,12 @@ struct HsmFanotify {
 	guint queued;           /* events read, not answered yet; protected by lock */
 	gint errno_responses;   /* atomic: FAN_DENY_ERRNO accepted */
 };
+
+/* The events of files that a complete file's ignore mark silences. */
+static inline guint64 hsm_fan_content_events(const HsmFanotify *fan)
+{
+	return fan->marks[FILE_GROUP] & (FAN_PRE_ACCESS | FAN_PRE_FAULT);
+}
 
 /* events.c */
 void hsm_fanotify_events_start(HsmFanotify *fan);

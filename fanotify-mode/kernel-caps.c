@@ -2,7 +2,7 @@
  *
  * Mainline (6.14+) has FAN_PRE_ACCESS for files and refuses it together
  * with FAN_ONDIR (EINVAL); the kernel-patches/ series accepts that and adds
- * FAN_HSM_LOOKUP.  Each capability is tried for real on the mount. */
+ * FAN_HSM_LOOKUP and FAN_PRE_FAULT.  Each capability is tried for real on the mount. */
 #include "kernel-caps.h"
 #include "error.h"
 #include "fanotify-abi.h"
@@ -31,7 +31,7 @@ gboolean hsm_kernel_probe(int mount_fd, HsmKernelCaps *caps, GError **err)
 {
 	int rc = try_mark(mount_fd, FAN_PRE_ACCESS);
 
-	caps->dir_readdir = caps->dir_lookup = FALSE;
+	caps->dir_readdir = caps->dir_lookup = caps->page_faults = FALSE;
 	if (rc == EPERM) {
 		g_set_error(err, HSM_ERROR, EPERM, "fanotify mode needs root (CAP_SYS_ADMIN)");
 		return FALSE;
@@ -51,6 +51,7 @@ gboolean hsm_kernel_probe(int mount_fd, HsmKernelCaps *caps, GError **err)
 	}
 	caps->dir_readdir = try_mark(mount_fd, FAN_PRE_ACCESS | FAN_ONDIR) == 0;
 	caps->dir_lookup = caps->dir_readdir && try_mark(mount_fd, FAN_HSM_LOOKUP | FAN_ONDIR) == 0;
+	caps->page_faults = try_mark(mount_fd, FAN_PRE_ACCESS | FAN_PRE_FAULT) == 0;
 	return TRUE;
 }
 

@@ -7,6 +7,7 @@
 typedef struct {
 	gboolean dir_readdir;   /* FAN_PRE_ACCESS | FAN_ONDIR: before readdir (patched 6.1) */
 	gboolean dir_lookup;    /* FAN_HSM_LOOKUP: before a dcache-missing lookup (patched 6.1) */
+	gboolean page_faults;   /* FAN_PRE_FAULT: lazy mappings (patched 6.1) */
 } HsmKernelCaps;
 
 /* Probes with a throw-away group on mount_fd (an O_PATH descriptor of the

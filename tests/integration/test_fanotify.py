@@ -6,6 +6,7 @@ events need a file system that opts in; /tmp may be tmpfs), and the daemon
 marks only the bind mount it creates."""
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -73,7 +74,9 @@ def test_complete_file_raises_no_more_events(nginx, fan_factory, tree_root):
     assert nginx.requests() == []
 
 
-def test_failed_fetch_is_eio_not_zeros(tmp_path, fan_factory):
+@pytest.fixture
+def failing_site(tmp_path, fan_factory):
+    """A mount of a site whose fail.bin (100,000 bytes) always gets a 500."""
     from support.nginx import Nginx
     root = tmp_path / "site"
     root.mkdir()
@@ -83,15 +86,19 @@ def test_failed_fetch_is_eio_not_zeros(tmp_path, fan_factory):
     try:
         m = fan_factory(server.url, args=["--retries", "1"])
         os.listdir(m.path())
-        fd = os.open(m.path("fail.bin"), os.O_RDONLY)
-        try:
-            with pytest.raises(OSError) as e:
-                os.pread(fd, 4096, 0)
-            assert e.value.errno in (errno.EIO, errno.EPERM)  # EPERM: no errno responses
-        finally:
-            os.close(fd)
+        yield m
     finally:
         server.stop()
+
+
+def test_failed_fetch_is_eio_not_zeros(failing_site):
+    fd = os.open(failing_site.path("fail.bin"), os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            os.pread(fd, 4096, 0)
+        assert e.value.errno in (errno.EIO, errno.EPERM)  # EPERM: no errno responses
+    finally:
+        os.close(fd)
 
 
 def test_evict_then_read_refetches_exactly_that(nginx, fan_factory, tree_root):
@@ -515,3 +522,131 @@ def test_populate_default_follows_the_kernel(nginx, fan_factory):
         assert "crawl" not in status, status
     else:
         assert "crawl " in status and "; done" in status, status
+
+
+# ---- mappings ---------------------------------------------------------------
+# Lazy mappings need page fault events (kernel-patches/ 0013, FAN_PRE_FAULT):
+# then a mapping costs the pages it touches.  Elsewhere (mainline) mmap()
+# fetches the whole mapped range first, as it does with --mmap=whole.
+
+def lazy_mappings(m):
+    return "mappings: lazy" in m.log()
+
+
+def mapped_bytes(path, offsets, length):
+    """The bytes at offsets, read through a shared read-only mapping."""
+    script = ("import mmap, os, sys\n"
+              "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+              "mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)\n"
+              "n = int(sys.argv[2])\n"
+              "sys.stdout.buffer.write(b''.join(mm[o:o + n] for o in map(int, sys.argv[3:])))\n")
+    r = subprocess.run(["python3", "-c", script, path, str(length), *map(str, offsets)],
+                       capture_output=True, timeout=120)
+    return r.returncode, r.stdout
+
+
+def local_bytes(path, offsets, length):
+    with open(path, "rb") as f:
+        return b"".join(os.pread(f.fileno(), length, o) for o in offsets)
+
+
+def test_mmap_fetches_the_pages_it_touches(nginx, fan_factory, tree_root):
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    if not lazy_mappings(m):
+        pytest.skip("no page fault events on this kernel (mainline maps whole ranges)")
+    nginx.clear_log()
+    offsets = [0, 100_000_000, 1_000_000_007]
+    rc, got = mapped_bytes(m.path(BIG_TAR), offsets, 5)
+    assert rc == 0
+    assert got == local_bytes(os.path.join(tree_root, "pub", BIG_TAR), offsets, 5)
+    nginx.settle()
+    assert 0 < nginx.bytes_sent(BIG_TAR) <= 2 * MiB
+
+
+def test_mmap_sequential_touch_streams(nginx, fan_factory, tree_root):
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    if not lazy_mappings(m):
+        pytest.skip("no page fault events on this kernel")
+    before = len(event_lines(m))
+    nginx.clear_log()
+    span = 16 * MiB
+    rc, got = mapped_bytes(m.path(BIG_TAR), range(0, span, 4096), 4096)
+    assert rc == 0
+    assert sha256_of(got) == sha256_of(local_bytes(os.path.join(tree_root, "pub", BIG_TAR),
+                                                   [0], span))
+    # One event per fault-around window (64 KiB; the mapping is only page
+    # aligned) at most, never per page; the daemon's read-ahead fetches
+    # ahead of them.
+    assert len(event_lines(m)) - before <= span // (64 * 1024) + 1
+    nginx.settle()
+    assert nginx.bytes_sent(BIG_TAR) <= span + 32 * MiB
+
+
+def sha256_of(data):
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_ripgrep_through_mmap_fetches_what_it_scans(nginx, fan_factory, tree_root):
+    """rg --mmap stopping at its first match reads the start of a 1.3 GB
+    tar: a lazy mapping fetches about that, not the file."""
+    if not shutil.which("rg"):
+        pytest.skip("ripgrep is not installed")
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    if not lazy_mappings(m):
+        pytest.skip("no page fault events on this kernel")
+    nginx.clear_log()
+    cmd = ["rg", "--mmap", "-a", "-m1", "-o", "linux-source-6.1/Documentation/Makefile"]
+    got = subprocess.run([*cmd, m.path(BIG_TAR)], capture_output=True, timeout=120)
+    want = subprocess.run([*cmd, os.path.join(tree_root, "pub", BIG_TAR)],
+                          capture_output=True, timeout=120)
+    assert got.returncode == 0 and got.stdout == want.stdout
+    nginx.settle()
+    assert 0 < nginx.bytes_sent(BIG_TAR) <= 64 * MiB
+
+
+def test_mmap_whole_fetches_the_range_first(nginx, fan_factory, tree_root):
+    name = f"{V6}/linux-6.1.tar.xz"
+    m = fan_factory(nginx.url + "pub/", args=["--mmap", "whole"])
+    walk_to(m.mountpoint, name)
+    assert "mappings: whole" in m.log()
+    nginx.clear_log()
+    rc, got = mapped_bytes(m.path(name), [12345], 10)
+    assert rc == 0
+    assert got == local_bytes(os.path.join(tree_root, "pub", name), [12345], 10)
+    nginx.settle()
+    assert nginx.bytes_sent(name) == os.path.getsize(os.path.join(tree_root, "pub", name))
+
+
+def test_mmap_of_a_failing_file_is_sigbus_not_zeros(failing_site):
+    m = failing_site
+    rc, got = mapped_bytes(m.path("fail.bin"), [8192], 16)
+    # Lazy: the fault is denied (SIGBUS); whole: mmap() itself fails.
+    assert rc == (-signal.SIGBUS if lazy_mappings(m) else 1)
+    assert got == b""
+
+
+def test_system_call_on_an_unfetched_mapping_is_efault(nginx, fan_factory, tree_root, tmp_path):
+    import mmap
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    if not lazy_mappings(m):
+        pytest.skip("no page fault events on this kernel")
+    local = os.path.join(tree_root, "pub", BIG_TAR)
+    offset = 500 * MiB
+    with open(m.path(BIG_TAR), "rb") as f, open(tmp_path / "out", "wb") as out:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        view = memoryview(mm)[offset:offset + 4096]
+        # The kernel touches the buffer inside write(): the daemon may not
+        # write to the cache then, so bytes not fetched yet are refused.
+        with pytest.raises(OSError) as e:
+            os.write(out.fileno(), view)
+        assert e.value.errno == errno.EFAULT
+        assert mm[offset:offset + 1]  # a touch from user space fetches them
+        assert os.write(out.fileno(), view) == 4096
+        view.release()
+        mm.close()
+    assert (tmp_path / "out").read_bytes() == local_bytes(local, [offset], 4096)

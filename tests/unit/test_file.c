@@ -119,6 +119,25 @@ static void test_range_becomes_present(Fixture *fx, gconstpointer data)
 	assert_cached(fx, 0, TEST_FILE_SIZE);
 }
 
+/* hsm_file_has() answers from the state alone: no request, no fetch. */
+static void test_has_tells_what_is_present(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	g_assert_false(hsm_file_has(fx->file, 10000, 1000));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 0);
+	g_assert_cmpuint(present(fx), ==, 0);
+	g_assert_true(hsm_file_ensure(fx->file, 10000, 1000, NULL, &err));
+	g_assert_true(hsm_file_has(fx->file, 10000, 1000));
+	g_assert_false(hsm_file_has(fx->file, 0, TEST_FILE_SIZE));
+	/* Clipped to the size; nothing lies beyond it. */
+	g_assert_true(hsm_file_has(fx->file, TEST_FILE_SIZE, 4096));
+	g_assert_true(hsm_file_has(fx->file, TEST_FILE_SIZE - 1, G_MAXUINT64) ==
+		      hsm_file_has(fx->file, TEST_FILE_SIZE - 1, 1));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
+}
+
 typedef struct {
 	HsmFile *file;
 	gboolean ok;
@@ -335,6 +354,7 @@ int main(int argc, char **argv)
 	test_init(&argc, &argv);
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/file/range-becomes-present", test_range_becomes_present);
+	ADD("/file/has-tells-what-is-present", test_has_tells_what_is_present);
 	ADD("/file/concurrent-readers-share-fetches", test_concurrent_readers_share_fetches);
 	ADD("/file/change-drops-old-bytes", test_change_on_the_server_drops_the_old_bytes);
 	ADD("/file/reader-gone", test_a_reader_that_is_gone_returns);

@@ -174,6 +174,30 @@ static void test_close_saves_states(Fixture *fx, gconstpointer data)
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
 }
 
+/* hsm_tree_has_range() answers from the open file, or else from the saved
+ * state, and opens nothing: the tree's file table stays as it was. */
+static void test_has_range_from_state(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+	HsmFile *file;
+
+	(void)data;
+	g_assert_true(hsm_tree_populate(fx->tree, "", NULL));
+	g_assert_false(hsm_tree_has_range(fx->tree, "f", 0, 4096));
+	file = hsm_tree_get_file(fx->tree, "f", &err);
+	g_assert_true(hsm_file_ensure(file, 0, 8192, NULL, &err));
+	g_assert_true(hsm_tree_has_range(fx->tree, "f", 0, 8192));
+	g_assert_false(hsm_tree_has_range(fx->tree, "f", 0, TEST_FILE_SIZE));
+	hsm_file_unref(file);
+	hsm_tree_close(fx->tree);
+
+	fx->tree = open_tree(fx);
+	g_assert_true(hsm_tree_has_range(fx->tree, "f", 0, 8192));
+	g_assert_false(hsm_tree_has_range(fx->tree, "f", 0, TEST_FILE_SIZE));
+	g_assert_false(hsm_tree_has_range(fx->tree, "no-such-file", 0, 1));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
+}
+
 static void count_changed(gpointer data, const char *relpath)
 {
 	g_assert_cmpstr(relpath, ==, "f");
@@ -289,6 +313,7 @@ int main(int argc, char **argv)
 	ADD("/tree/populated-survives-reopen", test_populated_survives_reopen);
 	ADD("/tree/one-file-per-path", test_one_file_per_path);
 	ADD("/tree/close-saves-states", test_close_saves_states);
+	ADD("/tree/has-range-from-state", test_has_range_from_state);
 	ADD("/tree/hooks", test_hooks);
 	ADD("/tree/listing-revalidated-after-ttl", test_listing_revalidated_after_ttl);
 	ADD("/tree/listing-kept-forever", test_listing_kept_forever);
