@@ -12,8 +12,9 @@ bytes nginx sent for the tar, median of --repeat runs, for:
 
     bench/mmap.py [--repeat N] [--out DIR]
 
-Writes DIR/mmap.md (default bench/results/host).  Needs root: the fanotify
-cache lives on an ext4 image loop-mounted for the run.  Inside the QEMU
+Writes DIR/mmap.md (default bench/results/host).  Needs root: the caches
+live on an ext4 image loop-mounted for the run (fanotify mode needs it; the
+guest's /var/tmp cannot hold FUSE mode's cache either).  Inside the QEMU
 guest, with the patched kernel:
     scripts/vm-run --mem 6144 --share "$PWD" --share "$(python3
       tests/support/tree.py)" -- python3 bench/mmap.py --out "$PWD/bench/results/vm"
@@ -84,7 +85,7 @@ def run_once(name, server, tree_root, workdir, ext4):
         seconds, data = touch(os.path.join(tree_root, "pub", BIG_TAR))
         return seconds, data, 0
     mode, args = CONTENDERS[name]
-    base = tempfile.mkdtemp(dir=ext4.mnt if mode == "fanotify" else workdir)
+    base = tempfile.mkdtemp(dir=ext4.mnt)
     m = Mount(server.url + "pub/", os.path.join(workdir, f"mnt-{os.path.basename(base)}"),
               os.path.join(base, "cache"), mode=mode, args=args)
     try:
