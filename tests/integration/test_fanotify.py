@@ -533,6 +533,11 @@ def lazy_mappings(m):
     return "mappings: lazy" in m.log()
 
 
+def fault_events(m):
+    """The daemon's log lines of FAN_PRE_FAULT events (mask 0x400000)."""
+    return [line for line in event_lines(m) if "fanotify event 0x400000 " in line]
+
+
 def mapped_bytes(path, offsets, length):
     """The bytes at offsets, read through a shared read-only mapping."""
     script = ("import mmap, os, sys\n"
@@ -569,17 +574,17 @@ def test_mmap_sequential_touch_streams(nginx, fan_factory, tree_root):
     walk_to(m.mountpoint, BIG_TAR)
     if not lazy_mappings(m):
         pytest.skip("no page fault events on this kernel")
-    before = len(event_lines(m))
     nginx.clear_log()
     span = 16 * MiB
     rc, got = mapped_bytes(m.path(BIG_TAR), range(0, span, 4096), 4096)
     assert rc == 0
     assert sha256_of(got) == sha256_of(local_bytes(os.path.join(tree_root, "pub", BIG_TAR),
                                                    [0], span))
-    # One event per fault-around window (64 KiB; the mapping is only page
-    # aligned) at most, never per page; the daemon's read-ahead fetches
-    # ahead of them.
-    assert len(event_lines(m)) - before <= span // (64 * 1024) + 1
+    # About one event per fault-around window (64 KiB), never one per page
+    # (4,096 here); a window can take two when fault-around skips a page
+    # the daemon's read-ahead is writing at that moment (t_fault, with a
+    # listener that fills synchronously, checks the exact count).
+    assert 0 < len(fault_events(m)) <= 2 * span // (64 * 1024)
     nginx.settle()
     assert nginx.bytes_sent(BIG_TAR) <= span + 32 * MiB
 

@@ -12,6 +12,9 @@
  * avoids the deadlock that got mainline's fault hook reverted: write(2)
  * from such a mapping faults under sb_start_write, so a listener writing to
  * the same fs while a freeze is pending would wait for the freeze forever.
+ * Also: O_DIRECT and vmsplice() from a mapping (NOFILL too), a fault while
+ * the fs is frozen, mremap() growth, MAP_POPULATE (mainline's whole-range
+ * event), and the listener's own fault through its event fd (no event).
  *
  * Mainline refuses FAN_PRE_FAULT marks (EINVAL): only the check of
  * mainline's behaviour without the opt-in runs there, the rest is skipped.
@@ -29,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,11 +121,31 @@ static uint32_t fill(struct hsm_event *ev)
 	return FAN_ALLOW;
 }
 
+/*
+ * The listener's own mapping of its event fd (FMODE_NONOTIFY) raises no
+ * event, so it never waits for itself: it reads the hole as it is.
+ */
+static volatile bool touch_self;
+static int self_read = -1;	/* the byte the listener read, or -1 */
+
+static void read_through_event_fd(const struct hsm_event *ev)
+{
+	unsigned char *p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, ev->fd,
+				ev->offset / PAGE * PAGE);
+
+	if (p == MAP_FAILED)
+		return;
+	self_read = p[0];
+	munmap(p, PAGE);
+}
+
 static uint32_t handler(struct listener *l, struct hsm_event *ev, void *ctx)
 {
 	(void)l;
 	(void)ctx;
 	atomic_fetch_add(&entered, 1);
+	if (touch_self && (ev->mask & FAN_PRE_FAULT))
+		read_through_event_fd(ev);
 	if (!(ev->mask & (FAN_PRE_ACCESS | FAN_PRE_FAULT)) || !ev->has_range)
 		return FAN_ALLOW;
 	if ((ev->mask & FAN_PRE_FAULT) && policy == DENY)
@@ -151,6 +175,8 @@ static void setup(struct listener *l, uint64_t size, uint64_t mask,
 	if (mark(listener_fd(l), FAN_MARK_ADD, mask, file))
 		t_fatal("mark %s", file);
 	memset(filled, 0, sizeof(filled));
+	touch_self = false;
+	self_read = -1;
 	policy = p;
 	atomic_store(&entered, 0);
 	listener_clear(l);
@@ -301,6 +327,7 @@ static void lazy_fault(struct listener *l)
 	int st;
 
 	setup(l, BIG, FAN_PRE_ACCESS | FAN_PRE_FAULT, FILL);
+	touch_self = true;
 	touch_off = off;
 	touch_len = 5;
 	pid = start_child(do_map_touch, NULL);
@@ -325,6 +352,8 @@ static void lazy_fault(struct listener *l)
 	     "the range holds the page, is page aligned, <= 2 MiB, no NOFILL");
 	t_ok(st == 0, "the child reads the filled bytes (status %d, bad %lld)",
 	     st, (long long)sh->bad);
+	t_ok(self_read == 0, "the listener's own fault through its event fd "
+	     "raises no event and reads the hole (byte %d)", self_read);
 }
 
 static void sequential(struct listener *l)
@@ -510,6 +539,36 @@ static void direct_io(struct listener *l)
 	     "(status %d, ret %zd, %s)", st, sh->ret, strerror(sh->err));
 }
 
+/* vmsplice() pins the mapping's pages from inside the system call */
+static int do_vmsplice(void *a)
+{
+	unsigned char *p = map_file();
+	struct iovec iov = { .iov_len = PAGE };
+	int pp[2];
+
+	(void)a;
+	if (!p || pipe(pp))
+		return 2;
+	iov.iov_base = p + touch_off;
+	sh->ret = vmsplice(pp[1], &iov, 1, 0);
+	sh->err = sh->ret < 0 ? errno : 0;
+	return 0;
+}
+
+static void splice_from_mapping(struct listener *l)
+{
+	int st;
+
+	setup(l, BIG, FAN_PRE_ACCESS | FAN_PRE_FAULT, FILL);
+	touch_off = 40 * MiB;
+	st = run_child(do_vmsplice, NULL, 30000);
+	t_ok(count(l, FAN_PRE_FAULT | FAN_HSM_NOFILL, 0) >= 1,
+	     "vmsplice() of an unfilled page of the mapping: FAN_HSM_NOFILL");
+	t_ok(st == 0 && sh->ret == -1 && sh->err == EFAULT,
+	     "the denied vmsplice() fails with EFAULT (status %d, ret %zd, "
+	     "%s)", st, sh->ret, strerror(sh->err));
+}
+
 static void grow(struct listener *l)
 {
 	struct hsm_event ev;
@@ -542,6 +601,7 @@ static const struct fault_check checks[] = {
 	{ "fault in write() with a freeze pending", freeze_deadlock, true },
 	{ "fault while the fs is frozen", frozen_fill, true },
 	{ "fault in an O_DIRECT write()", direct_io, true },
+	{ "vmsplice() from the mapping", splice_from_mapping, true },
 	{ "mremap growth", grow, true },
 };
 
