@@ -105,15 +105,23 @@ void hsm_tree_set_hooks(HsmTree *tree, const HsmFileHooks *hooks)
 
 /* ---- Files ---- */
 
-HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
+/* A reference to relpath's file if it is open, else NULL. */
+static HsmFile *open_file(HsmTree *tree, const char *relpath)
 {
-	HsmFile *file, *raced;
+	HsmFile *file;
 
 	g_mutex_lock(&tree->lock);
 	file = g_hash_table_lookup(tree->files, relpath);
 	if (file)
 		hsm_file_ref(file);
 	g_mutex_unlock(&tree->lock);
+	return file;
+}
+
+HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
+{
+	HsmFile *file = open_file(tree, relpath), *raced;
+
 	if (file)
 		return file;
 
@@ -137,15 +145,10 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err)
 
 gboolean hsm_tree_has_range(HsmTree *tree, const char *relpath, guint64 offset, guint64 length)
 {
+	HsmFile *file = open_file(tree, relpath);
 	HsmFileState state;
-	HsmFile *file;
 	gboolean has;
 
-	g_mutex_lock(&tree->lock);
-	file = g_hash_table_lookup(tree->files, relpath);
-	if (file)
-		hsm_file_ref(file);
-	g_mutex_unlock(&tree->lock);
 	if (file) {
 		has = hsm_file_has(file, offset, length);
 		hsm_file_unref(file);
