@@ -98,6 +98,7 @@ static HsmFanotify *fanotify_new(HsmTree *tree, const char *mountpoint)
 	fan->groups[0] = fan->groups[1] = -1;
 	fan->mount_fd = -1;
 	fan->wake_fd = eventfd(0, EFD_CLOEXEC);
+	fan->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return fan;
 }
 
@@ -108,6 +109,8 @@ static void fanotify_free(HsmFanotify *fan)
 	if (fan->mount_fd >= 0)
 		close(fan->mount_fd);
 	close(fan->wake_fd);
+	if (fan->null_fd >= 0)
+		close(fan->null_fd);
 	g_free(fan->mountpoint);
 	g_free(fan);
 }

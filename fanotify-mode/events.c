@@ -57,10 +57,23 @@ static char *relpath_of(HsmFanotify *fan, int fd)
 	return below ? g_strdup(below) : NULL;
 }
 
+/* The event's file keeps its mount busy: once answered, the reader may go on
+ * and unmount at once, before our close() runs.  So the file is dropped
+ * first; the answer names the event by its fd number only, which /dev/null
+ * keeps until then so that no other event is given it. */
+static void release_object(HsmFanotify *fan, int fd)
+{
+	if (fan->null_fd >= 0 && dup3(fan->null_fd, fd, O_CLOEXEC) < 0)
+		g_debug("cannot release an event's file: %s", g_strerror(errno));
+}
+
 static void respond(HsmFanotify *fan, const HsmEventRecord *ev, guint32 response)
 {
 	gboolean downgraded;
-	gboolean answered = hsm_fan_respond(fan->groups[ev->group], ev->fd, response, &downgraded);
+	gboolean answered;
+
+	release_object(fan, ev->fd);
+	answered = hsm_fan_respond(fan->groups[ev->group], ev->fd, response, &downgraded);
 
 	if (downgraded) /* a kernel without errno responses: plain EPERM from now on */
 		g_atomic_int_set(&fan->errno_responses, 0);

@@ -23,6 +23,7 @@ struct HsmFanotify {
 	HsmGuardian *guardian;
 
 	int wake_fd;            /* eventfd: tells the readers to stop */
+	int null_fd;            /* /dev/null: keeps an answered event's fd number */
 	GThread *readers[2];
 	GThreadPool *workers;
 	GMutex lock;
