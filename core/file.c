@@ -737,6 +737,32 @@ static void read_ahead(HsmFile *file, guint64 from)
 	start_fetch(file, ahead, from + file->window);
 }
 
+/* The end of [offset, offset + length) clipped to the file size. */
+static guint64 read_end(HsmFile *file, guint64 offset, guint64 length)
+{
+	return MIN(offset + MIN(length, G_MAXUINT64 - offset), file->state.size);
+}
+
+gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 length)
+{
+	guint64 end;
+	gboolean present;
+
+	g_mutex_lock(&file->lock);
+	end = read_end(file, offset, length);
+	present = offset >= end ||
+		  hsm_range_map_first_missing(&file->state.present, offset, end) >= end;
+	if (present) {
+		gboolean sequential = note_access(file, offset, end);
+
+		note_usage(file);
+		if (sequential && end < file->state.size)
+			read_ahead(file, end);
+	}
+	g_mutex_unlock(&file->lock);
+	return present;
+}
+
 gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const HsmReader *reader,
 			 GError **err)
 {
@@ -746,7 +772,7 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 
 	g_mutex_lock(&file->lock);
 	generation = file->generation;
-	end = MIN(offset + MIN(length, G_MAXUINT64 - offset), file->state.size);
+	end = read_end(file, offset, length);
 	sequential = note_access(file, offset, end);
 	note_usage(file);
 	while (offset < end) {

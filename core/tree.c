@@ -163,6 +163,22 @@ gboolean hsm_tree_has_range(HsmTree *tree, const char *relpath, guint64 offset, 
 	return has;
 }
 
+gboolean hsm_tree_ensure_if_present(HsmTree *tree, const char *relpath, guint64 offset,
+				    guint64 length, gboolean *complete)
+{
+	HsmFile *file = open_file(tree, relpath);
+	HsmFileStatus status;
+	gboolean present;
+
+	if (!file)
+		return FALSE;
+	present = hsm_file_ensure_if_present(file, offset, length);
+	hsm_file_get_status(file, &status);
+	*complete = status.present == status.size;
+	hsm_file_unref(file);
+	return present;
+}
+
 /* ---- Directories ---- */
 
 /* Remembers relpath as listed (or found unchanged) `age` usec ago; under

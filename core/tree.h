@@ -91,5 +91,10 @@ HsmFile *hsm_tree_get_file(HsmTree *tree, const char *relpath, GError **err);
  * its open file or its saved state; reads only, writes nothing (for a
  * caller that must not wait for the cache's file system). */
 gboolean hsm_tree_has_range(HsmTree *tree, const char *relpath, guint64 offset, guint64 length);
+/* hsm_file_ensure_if_present() on relpath if it is an open file (in memory;
+ * no file system access, never waits); *complete then says whether all of
+ * the file is present.  FALSE if it is not open or the range not present. */
+gboolean hsm_tree_ensure_if_present(HsmTree *tree, const char *relpath, guint64 offset,
+				    guint64 length, gboolean *complete);
 
 #endif

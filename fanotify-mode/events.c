@@ -163,6 +163,34 @@ static gboolean check_present(HsmFanotify *fan, const HsmEventRecord *ev, GError
 	return present;
 }
 
+static void log_event(const Event *event)
+{
+	const HsmEventRecord *ev = &event->rec;
+
+	g_debug("fanotify event 0x%llx on '%s'%s%s%s range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
+		(unsigned long long)ev->mask, ev->relpath ? ev->relpath : "?",
+		event->name ? " (lookup of '" : "", event->name ? event->name : "",
+		event->name ? "')" : "", ev->offset, ev->count);
+}
+
+/* Answers the event, then forgets it. */
+static void finish_event(HsmFanotify *fan, Event *event, gboolean ok, GError *err)
+{
+	const HsmEventRecord *ev = &event->rec;
+
+	if (!ok && g_error_matches(err, HSM_ERROR, EINTR))
+		g_debug("%s (the reader is gone)", err->message);
+	else if (!ok)
+		g_warning("denying access to %s: %s", ev->relpath ? ev->relpath : "?",
+			  err->message);
+	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
+	hsm_guardian_untrack(fan->guardian, event->slot);
+	close(ev->fd);
+	g_free(event->relpath);
+	g_free(event->name);
+	g_free(event);
+}
+
 static void handle_event(gpointer data, gpointer user_data)
 {
 	Event *event = data;
@@ -172,10 +200,7 @@ static void handle_event(gpointer data, gpointer user_data)
 	struct stat st;
 	gboolean ok = TRUE;
 
-	g_debug("fanotify event 0x%llx on '%s'%s%s%s range %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT,
-		(unsigned long long)ev->mask, ev->relpath ? ev->relpath : "?",
-		event->name ? " (lookup of '" : "", event->name ? event->name : "",
-		event->name ? "')" : "", ev->offset, ev->count);
+	log_event(event);
 	/* Only our mount is marked: an object we cannot place is never let
 	 * through, as its bytes may not be there. */
 	if (!ev->relpath || fstat(ev->fd, &st) < 0) {
@@ -189,22 +214,34 @@ static void handle_event(gpointer data, gpointer user_data)
 	} else if (ev->mask & (FAN_PRE_ACCESS | FAN_PRE_FAULT)) {
 		ok = fill(fan, ev, &err);
 	}
-	if (!ok && g_error_matches(err, HSM_ERROR, EINTR))
-		g_debug("%s (the reader is gone)", err->message);
-	else if (!ok)
-		g_warning("denying access to %s: %s", ev->relpath ? ev->relpath : "?",
-			  err->message);
-	respond(fan, ev, ok ? FAN_ALLOW : denial(fan, err));
+	finish_event(fan, event, ok, err);
 	g_clear_error(&err);
-	hsm_guardian_untrack(fan->guardian, event->slot);
-	close(ev->fd);
-	g_free(event->relpath);
-	g_free(event->name);
-	g_free(event);
 	g_mutex_lock(&fan->lock);
 	fan->queued--;
 	g_cond_signal(&fan->room);
 	g_mutex_unlock(&fan->lock);
+}
+
+/* A read of bytes that are present, of a file the daemon has open (a file
+ * read only in part raises an event for every read), is answered by the
+ * reader thread at once: handing it to a worker would cost more than
+ * answering it. */
+static gboolean answered_at_once(HsmFanotify *fan, Event *event)
+{
+	const HsmEventRecord *ev = &event->rec;
+	gboolean complete;
+	struct stat st;
+
+	if (!ev->relpath || !(ev->mask & (FAN_PRE_ACCESS | FAN_PRE_FAULT)) ||
+	    (ev->mask & FAN_HSM_NOFILL) || fstat(ev->fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    !hsm_tree_ensure_if_present(fan->tree, ev->relpath, ev->has_range ? ev->offset : 0,
+					ev->has_range ? ev->count : G_MAXUINT64, &complete))
+		return FALSE;
+	log_event(event);
+	if (complete)
+		ignore_from_now_on(fan, ev->group, ev->fd, hsm_fan_content_events(fan));
+	finish_event(fan, event, TRUE, NULL);
+	return TRUE;
 }
 
 /* A lookup event's name record (kernel-patches/): the name, bounded by the record. */
@@ -331,7 +368,7 @@ static void record_event(const struct fanotify_event_metadata *meta, gpointer da
 		g_ptr_array_add(of->batch, event);
 }
 
-/* Reads what group has and hands it to the workers; FALSE when nothing was
+/* Reads what group has and answers it or hands it to the workers; FALSE when nothing was
  * there.  Every event of a read is in the guardian's table before waiting
  * for room for any, so that a daemon killed meanwhile leaves none unknown. */
 static gboolean read_events(HsmFanotify *fan, guint group)
@@ -345,6 +382,8 @@ static gboolean read_events(HsmFanotify *fan, guint group)
 	if (!got && errno && errno != EAGAIN && errno != EINTR)
 		g_warning("reading fanotify events: %s", g_strerror(errno));
 	for (guint i = 0; i < batch->len; i++) {
+		if (answered_at_once(fan, batch->pdata[i]))
+			continue;
 		take_room(fan);
 		g_thread_pool_push(fan->workers, batch->pdata[i], NULL);
 	}

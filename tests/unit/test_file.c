@@ -138,6 +138,29 @@ static void test_has_tells_what_is_present(Fixture *fx, gconstpointer data)
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
 }
 
+/* hsm_file_ensure_if_present() sends nothing for bytes not all present;
+ * for present bytes it counts as a read: a sequential reader's read-ahead
+ * goes on without it. */
+static void test_ensure_if_present_reads_ahead_but_never_fetches(Fixture *fx,
+								  gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	g_assert_false(hsm_file_ensure_if_present(fx->file, 0, 4096));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 0);
+	g_assert_true(hsm_file_ensure(fx->file, 0, 8192, NULL, &err));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
+	g_assert_cmpuint(present(fx), ==, 8192);
+	g_assert_false(hsm_file_ensure_if_present(fx->file, 4096, 8192));
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
+	g_assert_true(hsm_file_ensure_if_present(fx->file, 4096, 4096));
+	for (int i = 0; i < 1000 && !hsm_file_has(fx->file, 0, TEST_FILE_SIZE); i++)
+		g_usleep(10 * 1000);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 2);
+	assert_cached(fx, 0, TEST_FILE_SIZE);
+}
+
 typedef struct {
 	HsmFile *file;
 	gboolean ok;
@@ -355,6 +378,7 @@ int main(int argc, char **argv)
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/file/range-becomes-present", test_range_becomes_present);
 	ADD("/file/has-tells-what-is-present", test_has_tells_what_is_present);
+	ADD("/file/ensure-if-present", test_ensure_if_present_reads_ahead_but_never_fetches);
 	ADD("/file/concurrent-readers-share-fetches", test_concurrent_readers_share_fetches);
 	ADD("/file/change-drops-old-bytes", test_change_on_the_server_drops_the_old_bytes);
 	ADD("/file/reader-gone", test_a_reader_that_is_gone_returns);
