@@ -1,8 +1,8 @@
 /* fanotify mode: reading permission events and answering them.
  *
- * One reader thread per group reads events and hands each one to a worker
- * pool, so that a slow fetch never holds up reads of other files or of
- * bytes already present.  At most MAX_QUEUED events, and one read's worth
+ * One reader thread per group reads events; it answers reads of bytes that
+ * are present itself and hands the rest to a worker pool, so that a slow
+ * fetch never holds up reads of other files or of bytes already present.  At most MAX_QUEUED events, and one read's worth
  * per reader, are in the daemon's hands; beyond that the readers stop
  * reading and the kernel queues.  Every
  * event read is answered exactly once, whatever happens: allowed once its
