@@ -2,11 +2,12 @@
  *
  * One reader thread per group reads events; it answers reads of bytes that
  * are present itself and hands the rest to a worker pool, so that a slow
- * fetch never holds up reads of other files or of bytes already present.  At most MAX_QUEUED events, and one read's worth
- * per reader, are in the daemon's hands; beyond that the readers stop
- * reading and the kernel queues.  Every
- * event read is answered exactly once, whatever happens: allowed once its
- * bytes or entries are in the cache, denied with EIO when they cannot be.
+ * fetch never holds up reads of other files or of bytes already present.
+ * At most MAX_QUEUED events, and one read's worth per reader, are in the
+ * daemon's hands; beyond that the readers stop reading and the kernel
+ * queues.  Every event read is answered exactly once, whatever happens:
+ * allowed once its bytes or entries are in the cache, denied with EIO when
+ * they cannot be.
  */
 #include "bindmount.h"
 #include "error.h"
@@ -368,8 +369,8 @@ static void record_event(const struct fanotify_event_metadata *meta, gpointer da
 		g_ptr_array_add(of->batch, event);
 }
 
-/* Reads what group has and answers it or hands it to the workers; FALSE when nothing was
- * there.  Every event of a read is in the guardian's table before waiting
+/* Reads what group has and answers it or hands it to the workers; FALSE
+ * when nothing was there.  Every event of a read is in the guardian's table before waiting
  * for room for any, so that a daemon killed meanwhile leaves none unknown. */
 static gboolean read_events(HsmFanotify *fan, guint group)
 {
