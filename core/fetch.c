@@ -39,14 +39,19 @@ static void waiter_done(Waiter *waiter)
 	g_mutex_unlock(&waiter->lock);
 }
 
+static void waiter_clear(Waiter *waiter)
+{
+	g_mutex_clear(&waiter->lock);
+	g_cond_clear(&waiter->cond);
+}
+
 static void waiter_wait(Waiter *waiter)
 {
 	g_mutex_lock(&waiter->lock);
 	while (waiter->pending)
 		g_cond_wait(&waiter->cond, &waiter->lock);
 	g_mutex_unlock(&waiter->lock);
-	g_mutex_clear(&waiter->lock);
-	g_cond_clear(&waiter->cond);
+	waiter_clear(waiter);
 }
 
 void hsm_remote_info_clear(HsmRemoteInfo *info)
@@ -100,12 +105,38 @@ typedef struct {
 	const char *url;
 	gsize max_size;
 	struct curl_slist *conditions; /* If-None-Match, If-Modified-Since */
-	GByteArray *body;        /* of the current attempt */
+	CURL *curl;              /* of the current attempt */
 	gboolean too_big;
 	HsmPage *page;
 	GError *error;
-	Waiter waiter;
+	Waiter waiter;           /* its lock also guards what follows */
+	GByteArray *body;        /* of the current attempt */
+	guint attempt;
+	gboolean is_page;        /* the body is a 200's HTML: what a stream gets */
+	char *page_url;          /* when is_page: after redirects */
+	char *charset;           /* when is_page: from Content-Type, or NULL */
 } PageRequest;
+
+/* Whether a Content-Type is a page's. */
+static gboolean type_is_html(const char *type)
+{
+	return type && (g_str_has_prefix(type, "text/html") ||
+			g_str_has_prefix(type, "application/xhtml"));
+}
+
+/* At the first byte of an attempt's body, under the waiter's lock. */
+static void describe_body(PageRequest *request)
+{
+	char *url = NULL, *type = NULL;
+
+	curl_easy_getinfo(request->curl, CURLINFO_EFFECTIVE_URL, &url);
+	curl_easy_getinfo(request->curl, CURLINFO_CONTENT_TYPE, &type);
+	request->is_page = response_status(request->curl) == 200 && type_is_html(type);
+	g_free(request->page_url);
+	g_free(request->charset);
+	request->page_url = g_strdup(url);
+	request->charset = hsm_content_type_charset(type);
+}
 
 static size_t on_page_body(char *data, size_t size, size_t count, void *user)
 {
@@ -116,7 +147,12 @@ static size_t on_page_body(char *data, size_t size, size_t count, void *user)
 		request->too_big = TRUE;
 		return 0;
 	}
+	g_mutex_lock(&request->waiter.lock);
+	if (!request->body->len)
+		describe_body(request);
 	g_byte_array_append(request->body, (const guint8 *)data, len);
+	g_cond_signal(&request->waiter.cond);
+	g_mutex_unlock(&request->waiter.lock);
 	return len;
 }
 
@@ -125,7 +161,12 @@ static void page_prepare(gpointer data, CURL *curl, const HsmResponse *response)
 	PageRequest *request = data;
 
 	(void)response;
+	g_mutex_lock(&request->waiter.lock);
 	g_byte_array_set_size(request->body, 0);
+	request->attempt++;
+	request->is_page = FALSE;
+	g_mutex_unlock(&request->waiter.lock);
+	request->curl = curl;
 	request->too_big = FALSE;
 	curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_page_body);
@@ -142,8 +183,7 @@ static void fill_page(CURL *curl, const HsmResponse *response, HsmPage *page, GB
 	curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
 	page->body = body ? g_byte_array_ref(body) : NULL;
 	page->url = g_strdup(url);
-	page->is_html = type && (g_str_has_prefix(type, "text/html") ||
-				 g_str_has_prefix(type, "application/xhtml"));
+	page->is_html = type_is_html(type);
 	page->charset = hsm_content_type_charset(type);
 	page->validators.etag = g_strdup(response->etag);
 	page->validators.last_modified = g_strdup(response->last_modified);
@@ -213,8 +253,50 @@ static struct curl_slist *conditions(const HsmValidators *if_changed)
 	return list;
 }
 
+/* Waits for the page like waiter_wait(), handing each new piece of a
+ * page's body to stream meanwhile (outside the lock: the transfer goes on). */
+static void stream_page(PageRequest *request, const HsmPageStream *stream)
+{
+	Waiter *waiter = &request->waiter;
+	guint attempt = 0;
+	gsize given = 0;
+
+	g_mutex_lock(&waiter->lock);
+	for (;;) {
+		GByteArray *body = request->body;
+
+		while (waiter->pending && request->attempt == attempt && body->len == given)
+			g_cond_wait(&waiter->cond, &waiter->lock);
+		if (request->attempt != attempt) {
+			attempt = request->attempt;
+			given = 0;
+		}
+		if (body->len > given && request->is_page) {
+			gsize len = body->len - given;
+			g_autofree guint8 *piece = g_memdup2(body->data + given, len);
+			g_autofree char *page_url = given ? NULL : g_strdup(request->page_url);
+			g_autofree char *charset = given ? NULL : g_strdup(request->charset);
+			gboolean first = given == 0;
+
+			given = body->len;
+			g_mutex_unlock(&waiter->lock);
+			if (first)
+				stream->begin(stream->data, page_url, charset);
+			stream->piece(stream->data, piece, len);
+			g_mutex_lock(&waiter->lock);
+		} else if (body->len > given) {
+			given = body->len; /* not a page: nothing to hand over */
+		} else if (!waiter->pending) {
+			break;
+		}
+	}
+	g_mutex_unlock(&waiter->lock);
+	waiter_clear(waiter);
+}
+
 gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size,
-			const HsmValidators *if_changed, HsmPage *page, GError **err)
+			const HsmValidators *if_changed, const HsmPageStream *stream,
+			HsmPage *page, GError **err)
 {
 	PageRequest request = { .url = url, .max_size = max_size, .page = page };
 
@@ -225,8 +307,13 @@ gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size,
 	request.conditions = conditions(if_changed);
 	waiter_init(&request.waiter, 1);
 	hsm_engine_submit(fetcher->engine, url, FALSE, &page_ops, &request);
-	waiter_wait(&request.waiter);
+	if (stream)
+		stream_page(&request, stream);
+	else
+		waiter_wait(&request.waiter);
 	g_byte_array_unref(request.body);
+	g_free(request.page_url);
+	g_free(request.charset);
 	curl_slist_free_all(request.conditions);
 	if (request.error) {
 		hsm_page_clear(page);

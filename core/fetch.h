@@ -52,12 +52,26 @@ typedef struct {
 
 void hsm_page_clear(HsmPage *page);
 
+/* What hsm_fetch_page() hands over while a page arrives, in its caller's
+ * thread, so that the page can be parsed meanwhile: begin() when the body
+ * of a 200 HTML response starts (url after redirects, charset from
+ * Content-Type or NULL), then every piece of it in order.  begin() comes
+ * again if that attempt failed and another one starts: what came before
+ * is void.  The page that hsm_fetch_page() returns is the last body begun,
+ * whole, unless it is a 304 or an error. */
+typedef struct {
+	void (*begin)(gpointer data, const char *url, const char *charset);
+	void (*piece)(gpointer data, const void *bytes, gsize len);
+	gpointer data;
+} HsmPageStream;
+
 /* GETs url (a listing) into memory, refusing bodies over max_size; with
  * if_changed (not NULL, holding a validator), a conditional GET that a
- * server may answer with 304 Not Modified.  Blocks the calling thread
- * (never a sink's). */
+ * server may answer with 304 Not Modified.  stream may be NULL.  Blocks
+ * the calling thread (never a sink's). */
 gboolean hsm_fetch_page(HsmFetcher *fetcher, const char *url, gsize max_size,
-			const HsmValidators *if_changed, HsmPage *page, GError **err);
+			const HsmValidators *if_changed, const HsmPageStream *stream,
+			HsmPage *page, GError **err);
 
 typedef struct {
 	char *url;             /* in */

@@ -633,12 +633,12 @@ static void on_characters(void *user, const xmlChar *text, int len)
 /* Feeds the page in pieces: the parser's input buffer stays small. */
 #define PARSE_CHUNK (256 * 1024)
 
-/* FALSE when the page had bytes its encoding does not define (libxml2
- * then stops converting: the rest of the page is lost). */
-static gboolean read_page(PageReader *reader, const char *html, gsize len, const char *page_url,
-			  const char *encoding)
+/* A parser for a page in encoding (NULL: as the page's own <meta> says),
+ * or NULL if libxml2 cannot make one. */
+static htmlParserCtxtPtr start_page(PageReader *reader, const char *page_url,
+				    const char *encoding)
 {
-	htmlSAXHandler sax = {
+	static htmlSAXHandler sax = {
 		.startElement = on_start_element,
 		.endElement = on_end_element,
 		.characters = on_characters,
@@ -648,28 +648,78 @@ static gboolean read_page(PageReader *reader, const char *html, gsize len, const
 		htmlCreatePushParserCtxt(&sax, reader, NULL, 0, page_url, XML_CHAR_ENCODING_NONE);
 	xmlCharEncodingHandlerPtr handler = encoding ? xmlFindCharEncodingHandler(encoding) : NULL;
 
-	gboolean ok;
-
 	if (!ctxt)
-		return TRUE;
+		return NULL;
 	htmlCtxtUseOptions(ctxt, HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
 					 HTML_PARSE_NONET | HTML_PARSE_COMPACT);
 	if (handler)
 		xmlSwitchToEncoding(ctxt, handler);
 	else if (encoding)
 		xmlSwitchEncoding(ctxt, XML_CHAR_ENCODING_UTF8); /* unknown: as UTF-8 */
-	for (gsize done = 0; done < len && !ctxt->disableSAX;) {
-		int piece = (int)MIN(len - done, PARSE_CHUNK);
+	return ctxt;
+}
 
-		htmlParseChunk(ctxt, html + done, piece, 0);
-		done += piece;
+/* The length of html up to its last '<' if that tag is not complete in
+ * it, else len. */
+static gsize before_unfinished_tag(const char *html, gsize len)
+{
+	for (gsize i = len; i > 0; i--) {
+		if (html[i - 1] == '>')
+			return len;
+		if (html[i - 1] == '<')
+			return i - 1;
 	}
-	htmlParseChunk(ctxt, NULL, 0, 1);
-	ok = ctxt->errNo != XML_ERR_INVALID_ENCODING;
-	htmlFreeParserCtxt(ctxt);
+	return len;
+}
+
+/* Gives html to the parser in pieces of at most PARSE_CHUNK, each ending
+ * before a tag it does not complete: libxml2 (2.9) takes everything after
+ * a <style> or <script> whose end tag straddles two pieces as its text, so
+ * a network that cut a page there would empty its listing.  Returns how
+ * much was used; the rest (an unfinished tag) waits for more unless
+ * at_end.  A tag longer than a piece is cut all the same. */
+static gsize feed_page(htmlParserCtxtPtr ctxt, const char *html, gsize len, gboolean at_end)
+{
+	gsize done = 0;
+
+	while (done < len && !ctxt->disableSAX) {
+		gsize piece = MIN(len - done, PARSE_CHUNK);
+		gsize cut = before_unfinished_tag(html + done, piece);
+
+		if (cut == 0 && done + piece == len && !at_end)
+			return done;
+		if (cut == 0)
+			cut = piece;
+		htmlParseChunk(ctxt, html + done, (int)cut, 0);
+		done += cut;
+	}
+	return len; /* all of it, or the parser stopped and needs no more */
+}
+
+/* FALSE when the page had bytes its encoding does not define (libxml2
+ * then stops converting: the rest of the page is lost). */
+static gboolean end_page(PageReader *reader, htmlParserCtxtPtr ctxt)
+{
+	gboolean ok = TRUE;
+
+	if (ctxt) {
+		htmlParseChunk(ctxt, NULL, 0, 1);
+		ok = ctxt->errNo != XML_ERR_INVALID_ENCODING;
+		htmlFreeParserCtxt(ctxt);
+	}
 	finish_table_rows(reader);
 	pending_finish(reader, &reader->line);
 	return ok;
+}
+
+static gboolean read_page(PageReader *reader, const char *html, gsize len, const char *page_url,
+			  const char *encoding)
+{
+	htmlParserCtxtPtr ctxt = start_page(reader, page_url, encoding);
+
+	if (ctxt)
+		feed_page(ctxt, html, len, TRUE);
+	return end_page(reader, ctxt);
 }
 
 static gboolean is_utf8(const char *encoding)
@@ -677,44 +727,170 @@ static gboolean is_utf8(const char *encoding)
 	return !g_ascii_strcasecmp(encoding, "utf-8") || !g_ascii_strcasecmp(encoding, "utf8");
 }
 
+/* Where a page's own charset declaration (<meta>) is looked for. */
+#define ENCODING_SNIFF 2048
+
 /* Pages without a declared charset are read as UTF-8 (what every server
  * above writes), not as HTML's historical Latin-1. */
 static const char *page_encoding(const char *html, gsize len, const char *charset)
 {
 	if (charset && *charset)
 		return charset;
-	if (g_strstr_len(html, MIN(len, 2048), "charset"))
+	if (g_strstr_len(html, MIN(len, ENCODING_SNIFF), "charset"))
 		return NULL;
 	return "UTF-8";
+}
+
+struct HsmListingParser {
+	HsmListing *listing;
+	PageLocation page;
+	PageReader reader;
+	char *page_url;
+	char *charset;
+	gboolean located;        /* page_url could be read: else no entries */
+	gboolean started;        /* the encoding is chosen */
+	const char *encoding;
+	htmlParserCtxtPtr ctxt;  /* NULL before start, or if libxml2 failed */
+	GByteArray *page_bytes;  /* all fed so far, for a re-read */
+	GByteArray *unfed;       /* an unfinished tag, for the next piece */
+};
+
+HsmListingParser *hsm_listing_parser_new(const char *page_url, const char *charset)
+{
+	HsmListingParser *parser = g_new0(HsmListingParser, 1);
+
+	parser->listing = g_new0(HsmListing, 1);
+	parser->listing->entries = g_ptr_array_new_with_free_func(free_entry);
+	parser->reader = (PageReader){ .page = &parser->page, .links = parser->listing->entries,
+				       .refused = &parser->listing->refused,
+				       .open = g_array_new(FALSE, FALSE, sizeof(ElementKind)) };
+	parser->page_url = g_strdup(page_url);
+	parser->charset = g_strdup(charset);
+	parser->located = page_location_init(&parser->page, page_url);
+	parser->page_bytes = g_byte_array_new();
+	parser->unfed = g_byte_array_new();
+	return parser;
+}
+
+static void feed_parser(HsmListingParser *parser, const char *html, gsize len, gboolean at_end)
+{
+	GByteArray *unfed = parser->unfed;
+	gsize used;
+
+	if (!parser->ctxt)
+		return;
+	if (!unfed->len) {
+		used = feed_page(parser->ctxt, html, len, at_end);
+		g_byte_array_append(unfed, (const guint8 *)html + used, len - used);
+		return;
+	}
+	g_byte_array_append(unfed, (const guint8 *)html, len);
+	used = feed_page(parser->ctxt, (const char *)unfed->data, unfed->len, at_end);
+	g_byte_array_remove_range(unfed, 0, used);
+}
+
+/* Only a page read as UTF-8 is parsed as it arrives; see read_whole(). */
+static void start(HsmListingParser *parser)
+{
+	GByteArray *bytes = parser->page_bytes;
+	const char *html = bytes->len ? (const char *)bytes->data : "";
+
+	parser->started = TRUE;
+	parser->encoding = page_encoding(html, bytes->len, parser->charset);
+	if (parser->encoding && is_utf8(parser->encoding)) {
+		parser->ctxt = start_page(&parser->reader, parser->page_url, parser->encoding);
+		feed_parser(parser, html, bytes->len, FALSE);
+	}
+}
+
+void hsm_listing_parser_feed(HsmListingParser *parser, const char *html, gsize len)
+{
+	if (!parser->located)
+		return;
+	g_byte_array_append(parser->page_bytes, (const guint8 *)html, len);
+	if (!parser->started) {
+		if (parser->page_bytes->len >= ENCODING_SNIFF)
+			start(parser);
+	} else {
+		feed_parser(parser, html, len, FALSE);
+	}
+}
+
+static void parser_free(HsmListingParser *parser)
+{
+	g_array_unref(parser->reader.open);
+	page_location_clear(&parser->page);
+	g_byte_array_unref(parser->page_bytes);
+	g_byte_array_unref(parser->unfed);
+	g_free(parser->page_url);
+	g_free(parser->charset);
+	g_free(parser);
+}
+
+/* The page parsed in one go.  libxml2's recovery from bytes its encoding
+ * does not define depends on where the pieces were cut (names could change
+ * from one reading to the next), so pages other than valid UTF-8 are read
+ * only whole.  An encoding other than UTF-8 stops at such a byte, losing the
+ * rest of the page: the page is read again as Latin-1, which defines every
+ * byte (names come from percent-encoded links anyway). */
+static void read_whole(HsmListingParser *parser)
+{
+	GByteArray *bytes = parser->page_bytes;
+	const char *html = bytes->len ? (const char *)bytes->data : "";
+	const char *encoding = parser->encoding;
+
+	for (int round = 0; round < 2; round++) {
+		g_ptr_array_set_size(parser->listing->entries, 0);
+		parser->listing->refused = 0;
+		g_array_set_size(parser->reader.open, 0);
+		if (read_page(&parser->reader, html, bytes->len, parser->page_url, encoding) ||
+		    !encoding || is_utf8(encoding))
+			return;
+		g_warning("listing %s: bytes that are not %s; read as ISO-8859-1",
+			  parser->page_url, encoding);
+		encoding = "ISO-8859-1";
+	}
+}
+
+HsmListing *hsm_listing_parser_finish(HsmListingParser *parser)
+{
+	HsmListing *listing = parser->listing;
+
+	if (parser->located) {
+		GByteArray *bytes = parser->page_bytes;
+		gboolean streamed = FALSE;
+
+		if (!parser->started)
+			start(parser);
+		if (parser->ctxt) {
+			feed_parser(parser, "", 0, TRUE);
+			streamed = end_page(&parser->reader, g_steal_pointer(&parser->ctxt)) &&
+				   (!bytes->len ||
+				    g_utf8_validate((const char *)bytes->data, bytes->len, NULL));
+		}
+		if (!streamed)
+			read_whole(parser);
+	}
+	merge_links(listing->entries);
+	parser_free(parser);
+	return listing;
+}
+
+void hsm_listing_parser_abandon(HsmListingParser *parser)
+{
+	if (!parser)
+		return;
+	if (parser->ctxt)
+		htmlFreeParserCtxt(parser->ctxt);
+	hsm_listing_free(parser->listing);
+	parser_free(parser);
 }
 
 HsmListing *hsm_listing_parse(const char *html, gsize len, const char *page_url,
 			      const char *charset)
 {
-	HsmListing *listing = g_new0(HsmListing, 1);
-	PageLocation page = { 0 };
-	PageReader reader = { .page = &page, .refused = &listing->refused };
+	HsmListingParser *parser = hsm_listing_parser_new(page_url, charset);
 
-	listing->entries = g_ptr_array_new_with_free_func(free_entry);
-	reader.links = listing->entries;
-	reader.open = g_array_new(FALSE, FALSE, sizeof(ElementKind));
-	if (page_location_init(&page, page_url)) {
-		const char *encoding = page_encoding(html, len, charset);
-
-		/* Invalid UTF-8 is read byte by byte by libxml2 itself; other
-		 * encodings stop at the first byte they do not define.  Latin-1
-		 * defines them all, and names come from (percent-encoded) links. */
-		if (!read_page(&reader, html, len, page_url, encoding) && encoding &&
-		    !is_utf8(encoding)) {
-			g_warning("listing %s: bytes that are not %s; read as ISO-8859-1", page_url,
-				  encoding);
-			g_ptr_array_set_size(listing->entries, 0);
-			listing->refused = 0;
-			read_page(&reader, html, len, page_url, "ISO-8859-1");
-		}
-	}
-	merge_links(listing->entries);
-	g_array_unref(reader.open);
-	page_location_clear(&page);
-	return listing;
+	hsm_listing_parser_feed(parser, html, len);
+	return hsm_listing_parser_finish(parser);
 }

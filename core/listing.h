@@ -37,6 +37,16 @@ HsmListing *hsm_listing_parse(const char *html, gsize len, const char *page_url,
 			      const char *charset);
 void hsm_listing_free(HsmListing *listing);
 
+/* The same, a piece at a time, as the page arrives: the listing is the one
+ * hsm_listing_parse() gives for the concatenated pieces.  finish() frees
+ * the parser and returns the listing; abandon() frees it (NULL is fine). */
+typedef struct HsmListingParser HsmListingParser;
+
+HsmListingParser *hsm_listing_parser_new(const char *page_url, const char *charset);
+void hsm_listing_parser_feed(HsmListingParser *parser, const char *html, gsize len);
+HsmListing *hsm_listing_parser_finish(HsmListingParser *parser);
+void hsm_listing_parser_abandon(HsmListingParser *parser);
+
 /* TRUE when the entry needs a HEAD request for an exact size or mtime. */
 gboolean hsm_listing_entry_needs_head(const HsmListingEntry *entry);
 

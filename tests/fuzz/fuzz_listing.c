@@ -5,7 +5,7 @@
  * is resolved against.  The first input byte picks the URL, the second the
  * charset, the rest is the page.  Beyond memory errors, the result must keep
  * listing.h's promises: safe names, sorted and unique, exact sizes an off_t
- * can hold.
+ * can hold; and the page parsed in pieces gives the same listing.
  */
 #include "fuzz.h"
 #include "listing.h"
@@ -46,11 +46,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* Listings are parsed as their pages arrive, cut wherever the network cut
+ * them: a page cut in pieces (their size derived from the input) must give
+ * the listing the whole page gives. */
+static HsmListing *parse_in_pieces(const char *html, size_t size, const char *page_url,
+				   const char *charset)
+{
+	HsmListingParser *parser = hsm_listing_parser_new(page_url, charset);
+	size_t piece = 1 + (size * 2654435761u >> 5) % 3000;
+
+	for (size_t done = 0; done < size; done += MIN(piece, size - done))
+		hsm_listing_parser_feed(parser, html + done, MIN(piece, size - done));
+	return hsm_listing_parser_finish(parser);
+}
+
+static void check_same(const HsmListing *a, const HsmListing *b)
+{
+	FUZZ_CHECK(a->entries->len == b->entries->len && a->refused == b->refused);
+	for (guint i = 0; i < a->entries->len; i++) {
+		const HsmListingEntry *x = a->entries->pdata[i], *y = b->entries->pdata[i];
+
+		FUZZ_CHECK(!strcmp(x->name, y->name) && x->type == y->type);
+		FUZZ_CHECK(x->size == y->size && x->size_exact == y->size_exact);
+		FUZZ_CHECK(x->mtime == y->mtime && x->mtime_precision == y->mtime_precision);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *page_url = page_urls[fuzz_byte(&data, &size) % G_N_ELEMENTS(page_urls)];
 	const char *charset = charsets[fuzz_byte(&data, &size) % G_N_ELEMENTS(charsets)];
 	HsmListing *listing = hsm_listing_parse((const char *)data, size, page_url, charset);
+	HsmListing *in_pieces = parse_in_pieces((const char *)data, size, page_url, charset);
 	const HsmListingEntry *previous = NULL;
 
 	FUZZ_CHECK(listing && listing->entries);
@@ -64,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(entry->mtime_precision == 1 || entry->mtime_precision == 60);
 		previous = entry;
 	}
+	check_same(listing, in_pieces);
 	hsm_listing_free(listing);
+	hsm_listing_free(in_pieces);
 	return 0;
 }

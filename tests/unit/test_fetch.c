@@ -277,6 +277,97 @@ static void test_unwanted_transfer_is_cancelled(void)
 	test_server_stop(server);
 }
 
+typedef struct {
+	guint begins;
+	char *url;
+	char *charset;
+	GString *body;
+} Streamed;
+
+static void streamed_begin(gpointer data, const char *url, const char *charset)
+{
+	Streamed *streamed = data;
+
+	streamed->begins++;
+	g_free(streamed->url);
+	g_free(streamed->charset);
+	streamed->url = g_strdup(url);
+	streamed->charset = g_strdup(charset);
+	g_string_truncate(streamed->body, 0);
+}
+
+static void streamed_piece(gpointer data, const void *bytes, gsize len)
+{
+	Streamed *streamed = data;
+
+	g_string_append_len(streamed->body, bytes, (gssize)len);
+}
+
+/* Fetches path with a stream into streamed (its body string made here). */
+static gboolean fetch_streamed(TestServer *server, const char *path, Streamed *streamed,
+			       HsmPage *page, GError **err)
+{
+	g_autofree char *url = test_server_url(server, path);
+	HsmFetchOptions options = quick_options();
+	HsmFetcher *fetcher = hsm_fetcher_new(&options);
+	HsmPageStream stream = { streamed_begin, streamed_piece, streamed };
+	gboolean ok;
+
+	streamed->body = g_string_new(NULL);
+	ok = hsm_fetch_page(fetcher, url, 4 << 20, NULL, &stream, page, err);
+	hsm_fetcher_free(fetcher);
+	return ok;
+}
+
+static void streamed_clear(Streamed *streamed)
+{
+	g_free(streamed->url);
+	g_free(streamed->charset);
+	g_string_free(streamed->body, TRUE);
+}
+
+/* A page is handed over as it arrives: once begun (its URL and charset),
+ * then all of its bytes in order; what is not a 200 HTML page is not. */
+static void test_page_stream(void)
+{
+	TestServer *server = test_server_start(SERVE_RANGES);
+	g_autofree char *url = test_server_url(server, "/big/");
+	GString *html = g_string_new("<pre>");
+	g_autoptr(GError) err = NULL;
+	Streamed streamed = { 0 };
+	HsmPage page;
+
+	for (int i = 0; i < 5000; i++)
+		g_string_append_printf(html, "<a href=\"f%05d\">f%05d</a> 02-Dec-2026 10:20 %d\n", i,
+				       i, i);
+	test_server_set_page(server, "/big/", "text/html; charset=iso-8859-1", html->str);
+	g_assert_true(fetch_streamed(server, "/big/", &streamed, &page, &err));
+	g_assert_no_error(err);
+	g_assert_cmpuint(streamed.begins, ==, 1);
+	g_assert_cmpstr(streamed.url, ==, url);
+	g_assert_cmpstr(streamed.charset, ==, "iso-8859-1");
+	g_assert_cmpmem(streamed.body->str, streamed.body->len, page.body->data, page.body->len);
+	g_assert_cmpmem(page.body->data, page.body->len, html->str, html->len);
+	hsm_page_clear(&page);
+	streamed_clear(&streamed);
+
+	test_server_set_page(server, "/plain", "text/plain", "<a href=\"x\">x</a>");
+	memset(&streamed, 0, sizeof(streamed));
+	g_assert_true(fetch_streamed(server, "/plain", &streamed, &page, &err));
+	g_assert_false(page.is_html);
+	g_assert_cmpuint(streamed.begins, ==, 0);
+	hsm_page_clear(&page);
+	streamed_clear(&streamed);
+
+	memset(&streamed, 0, sizeof(streamed));
+	g_assert_false(fetch_streamed(server, "/missing/", &streamed, &page, &err));
+	g_assert_nonnull(err);
+	g_assert_cmpuint(streamed.begins, ==, 0);
+	streamed_clear(&streamed);
+	g_string_free(html, TRUE);
+	test_server_stop(server);
+}
+
 int main(int argc, char **argv)
 {
 	test_init(&argc, &argv);
@@ -289,5 +380,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/fetch/5xx-retried", test_5xx_is_retried);
 	g_test_add_func("/fetch/trickle-below-min-rate", test_trickle_below_min_rate_fails);
 	g_test_add_func("/fetch/unwanted-is-cancelled", test_unwanted_transfer_is_cancelled);
+	g_test_add_func("/fetch/page-stream", test_page_stream);
 	return g_test_run();
 }

@@ -343,6 +343,85 @@ static void test_large_listing(void)
 	g_string_free(html, TRUE);
 }
 
+static void assert_same_listing(HsmListing *a, HsmListing *b)
+{
+	g_assert_cmpuint(a->entries->len, ==, b->entries->len);
+	g_assert_cmpuint(a->refused, ==, b->refused);
+	for (guint i = 0; i < a->entries->len; i++) {
+		const HsmListingEntry *x = a->entries->pdata[i], *y = b->entries->pdata[i];
+
+		g_assert_cmpstr(x->name, ==, y->name);
+		g_assert_cmpint(x->type, ==, y->type);
+		g_assert_cmpuint(x->size, ==, y->size);
+		g_assert_cmpint(x->size_exact, ==, y->size_exact);
+		g_assert_cmpint(x->mtime, ==, y->mtime);
+		g_assert_cmpuint(x->mtime_precision, ==, y->mtime_precision);
+	}
+}
+
+static HsmListing *parse_in_pieces(const char *html, gsize len, gsize piece, const char *charset)
+{
+	HsmListingParser *parser = hsm_listing_parser_new("http://h/pub/", charset);
+
+	for (gsize done = 0; done < len; done += MIN(piece, len - done))
+		hsm_listing_parser_feed(parser, html + done, MIN(piece, len - done));
+	return hsm_listing_parser_finish(parser);
+}
+
+/* However the network cuts a page (a page is parsed as it arrives), its
+ * listing is the same: every server's sample, cut into pieces of 1 byte,
+ * a few, around the charset sniffing size, and half of it. */
+static void test_pieces_give_the_same_listing(void)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(samples); i++) {
+		g_autofree char *name = g_strconcat(samples[i].file, ".html", NULL);
+		g_autofree char *path = data_path(name);
+		g_autofree char *html = NULL;
+		gsize len;
+		HsmListing *whole;
+
+		g_assert_true(g_file_get_contents(path, &html, &len, NULL));
+		whole = hsm_listing_parse(html, len, "http://h/pub/", NULL);
+		g_assert_cmpuint(whole->entries->len, >, 0);
+		for (gsize piece = 1; piece <= len; piece = piece < 16 ? piece + 5 : piece * 3) {
+			HsmListing *cut = parse_in_pieces(html, len, piece, NULL);
+
+			assert_same_listing(whole, cut);
+			hsm_listing_free(cut);
+		}
+		hsm_listing_free(whole);
+	}
+}
+
+/* A page in a charset it breaks is read again as Latin-1, from what the
+ * parser kept: no entry is lost whatever the pieces. */
+static void test_pieces_of_a_page_read_again(void)
+{
+	GString *html = g_string_new("<pre>");
+	HsmListing *whole;
+
+	for (int i = 0; i < 300; i++) /* past the sniffing size before the bad byte */
+		g_string_append_printf(html, "<a href=\"f%03d\">f%03d</a> 02-Dec-2026 10:20 %d\n", i,
+				       i, i);
+	g_string_append(html, "<a href=\"b\">b</a> \x81 02-Dec-2026 10:20 2\n"
+			      "<a href=\"c\">c</a> 02-Dec-2026 10:20 3\n</pre>");
+	g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*read as ISO-8859-1*");
+	whole = hsm_listing_parse(html->str, html->len, "http://h/pub/", "windows-1252");
+	g_test_assert_expected_messages();
+	g_assert_cmpuint(whole->entries->len, ==, 302);
+	for (gsize piece = 1; piece <= html->len; piece *= 7) {
+		HsmListing *cut;
+
+		g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*read as ISO-8859-1*");
+		cut = parse_in_pieces(html->str, html->len, piece, "windows-1252");
+		g_test_assert_expected_messages();
+		assert_same_listing(whole, cut);
+		hsm_listing_free(cut);
+	}
+	hsm_listing_free(whole);
+	g_string_free(html, TRUE);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -356,6 +435,8 @@ int main(int argc, char **argv)
 	g_test_add_func("/listing/hostile-names", test_hostile_names);
 	g_test_add_func("/listing/broken-html", test_broken_html);
 	g_test_add_func("/listing/large", test_large_listing);
+	g_test_add_func("/listing/pieces", test_pieces_give_the_same_listing);
+	g_test_add_func("/listing/pieces-read-again", test_pieces_of_a_page_read_again);
 	g_test_add_func("/listing/invalid-utf8-row", test_invalid_utf8_row);
 	g_test_add_func("/listing/size-overflow", test_size_overflow);
 	g_test_add_func("/listing/undefined-byte-of-charset", test_undefined_byte_of_charset);
