@@ -18,6 +18,7 @@ files with Range support, ETag and Last-Modified, unless told to:
   trickle_path=NAME  send the bodies of paths ending with NAME at
                      trickle_rate bytes per second
   pages={DIR: HTML}  serve these bytes as the listing of DIR ("" is the root)
+  page_cut_at=B      send listings in two writes, cut at byte B, 300 ms apart
 """
 import email.utils
 import html
@@ -44,6 +45,7 @@ class Faults:
         self.trickle_path = None
         self.trickle_rate = 4
         self.pages = {}
+        self.page_cut_at = None
         self.released = threading.Event()
 
 
@@ -76,7 +78,8 @@ class Handler(BaseHTTPRequestHandler):
                 return
             rel = os.path.relpath(path, self.server.root).strip(".")
             page = self.server.faults.pages.get(rel) or self._listing(path)
-            self._send_simple(200, page, {"Content-Type": "text/html"})
+            self._send_simple(200, page, {"Content-Type": "text/html"},
+                              cut_at=self.server.faults.page_cut_at)
             return
         if not os.path.isfile(path):
             self._send_simple(404, b"not found")
@@ -177,13 +180,18 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self._record(206, sent)
 
-    def _send_simple(self, status, body, headers=None):
+    def _send_simple(self, status, body, headers=None, cut_at=None):
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
+            if cut_at:
+                self.wfile.write(body[:cut_at])
+                self.wfile.flush()
+                time.sleep(0.3)
+                body = body[cut_at:]
             self.wfile.write(body)
         self._record(status, len(body))
 
