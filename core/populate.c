@@ -43,8 +43,6 @@ static void describe_listing(const HsmPage *page, const char *digest, HsmDirStat
 	listed->digest = g_strdup(digest);
 }
 
-/* GETs the listing of relpath; *unchanged (and NULL) when known says it is
- * the listing the cache already shows. */
 /* A listing parsed as its page arrives: the parse takes as long as a fast
  * link takes to bring the page (25 ms for 5,000 entries), so on a slow one
  * it is over soon after the last byte. */
@@ -82,6 +80,8 @@ static HsmListing *finish_listing(ListingStream *stream, const HsmPage *page)
 				 page->charset);
 }
 
+/* GETs the listing of relpath; *unchanged (and NULL) when known says it is
+ * the listing the cache already shows. */
 static HsmListing *fetch_listing(const HsmPopulator *pop, const char *relpath,
 				 const HsmDirState *known, HsmDirState *listed,
 				 gboolean *unchanged, GError **err)
