@@ -750,8 +750,7 @@ gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 lengt
 
 	g_mutex_lock(&file->lock);
 	end = read_end(file, offset, length);
-	present = offset >= end ||
-		  hsm_range_map_first_missing(&file->state.present, offset, end) >= end;
+	present = hsm_file_state_has(&file->state, offset, length);
 	if (present) {
 		gboolean sequential = note_access(file, offset, end);
 
