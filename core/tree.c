@@ -167,14 +167,14 @@ gboolean hsm_tree_ensure_if_present(HsmTree *tree, const char *relpath, guint64 
 				    guint64 length, gboolean *complete)
 {
 	HsmFile *file = open_file(tree, relpath);
-	HsmFileStatus status;
 	gboolean present;
 
 	if (!file)
 		return FALSE;
 	present = hsm_file_ensure_if_present(file, offset, length);
-	hsm_file_get_status(file, &status);
-	*complete = status.present == status.size;
+	/* A lookup in the range map, not its sum (hsm_file_get_status()): this
+	 * runs for every read of a file fetched in part. */
+	*complete = present && hsm_file_has(file, 0, G_MAXUINT64);
 	hsm_file_unref(file);
 	return present;
 }
