@@ -272,11 +272,11 @@ static void stream_page(PageRequest *request, const HsmPageStream *stream)
 			given = 0;
 		}
 		if (body->len > given && request->is_page) {
+			gboolean first = given == 0;
 			gsize len = body->len - given;
 			g_autofree guint8 *piece = g_memdup2(body->data + given, len);
-			g_autofree char *page_url = given ? NULL : g_strdup(request->page_url);
-			g_autofree char *charset = given ? NULL : g_strdup(request->charset);
-			gboolean first = given == 0;
+			g_autofree char *page_url = first ? g_strdup(request->page_url) : NULL;
+			g_autofree char *charset = first ? g_strdup(request->charset) : NULL;
 
 			given = body->len;
 			g_mutex_unlock(&waiter->lock);

@@ -370,8 +370,9 @@ static void record_event(const struct fanotify_event_metadata *meta, gpointer da
 }
 
 /* Reads what group has and answers it or hands it to the workers; FALSE
- * when nothing was there.  Every event of a read is in the guardian's table before waiting
- * for room for any, so that a daemon killed meanwhile leaves none unknown. */
+ * when nothing was there.  Every event of a read is in the guardian's table
+ * before waiting for room for any, so that a daemon killed meanwhile leaves
+ * none unknown. */
 static gboolean read_events(HsmFanotify *fan, guint group)
 {
 	g_autoptr(GPtrArray) batch = g_ptr_array_new();
