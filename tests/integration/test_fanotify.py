@@ -533,6 +533,17 @@ def lazy_mappings(m):
     return "mappings: lazy" in m.log()
 
 
+@pytest.fixture
+def lazy_tar(nginx, fan_factory):
+    """A mount of pub/ whose mappings are lazy, the big tar's directories
+    listed; skips on kernels without page fault events."""
+    m = fan_factory(nginx.url + "pub/")
+    walk_to(m.mountpoint, BIG_TAR)
+    if not lazy_mappings(m):
+        pytest.skip("no page fault events on this kernel (mainline maps whole ranges)")
+    return m
+
+
 def fault_events(m):
     """The daemon's log lines of FAN_PRE_FAULT events (mask 0x400000)."""
     return [line for line in event_lines(m) if "fanotify event 0x400000 " in line]
@@ -555,11 +566,8 @@ def local_bytes(path, offsets, length):
         return b"".join(os.pread(f.fileno(), length, o) for o in offsets)
 
 
-def test_mmap_fetches_the_pages_it_touches(nginx, fan_factory, tree_root):
-    m = fan_factory(nginx.url + "pub/")
-    walk_to(m.mountpoint, BIG_TAR)
-    if not lazy_mappings(m):
-        pytest.skip("no page fault events on this kernel (mainline maps whole ranges)")
+def test_mmap_fetches_the_pages_it_touches(nginx, lazy_tar, tree_root):
+    m = lazy_tar
     nginx.clear_log()
     offsets = [0, 100_000_000, 1_000_000_007]
     rc, got = mapped_bytes(m.path(BIG_TAR), offsets, 5)
@@ -569,11 +577,8 @@ def test_mmap_fetches_the_pages_it_touches(nginx, fan_factory, tree_root):
     assert 0 < nginx.bytes_sent(BIG_TAR) <= 2 * MiB
 
 
-def test_mmap_sequential_touch_streams(nginx, fan_factory, tree_root):
-    m = fan_factory(nginx.url + "pub/")
-    walk_to(m.mountpoint, BIG_TAR)
-    if not lazy_mappings(m):
-        pytest.skip("no page fault events on this kernel")
+def test_mmap_sequential_touch_streams(nginx, lazy_tar, tree_root):
+    m = lazy_tar
     nginx.clear_log()
     span = 16 * MiB
     rc, got = mapped_bytes(m.path(BIG_TAR), range(0, span, 4096), 4096)
@@ -594,15 +599,12 @@ def sha256_of(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def test_ripgrep_through_mmap_fetches_what_it_scans(nginx, fan_factory, tree_root):
+def test_ripgrep_through_mmap_fetches_what_it_scans(nginx, lazy_tar, tree_root):
     """rg --mmap stopping at its first match reads the start of a 1.3 GB
     tar: a lazy mapping fetches about that, not the file."""
     if not shutil.which("rg"):
         pytest.skip("ripgrep is not installed")
-    m = fan_factory(nginx.url + "pub/")
-    walk_to(m.mountpoint, BIG_TAR)
-    if not lazy_mappings(m):
-        pytest.skip("no page fault events on this kernel")
+    m = lazy_tar
     nginx.clear_log()
     cmd = ["rg", "--mmap", "-a", "-m1", "-o", "linux-source-6.1/Documentation/Makefile"]
     got = subprocess.run([*cmd, m.path(BIG_TAR)], capture_output=True, timeout=120)
@@ -634,12 +636,9 @@ def test_mmap_of_a_failing_file_is_sigbus_not_zeros(failing_site):
     assert got == b""
 
 
-def test_system_call_on_an_unfetched_mapping_is_efault(nginx, fan_factory, tree_root, tmp_path):
+def test_system_call_on_an_unfetched_mapping_is_efault(nginx, lazy_tar, tree_root, tmp_path):
     import mmap
-    m = fan_factory(nginx.url + "pub/")
-    walk_to(m.mountpoint, BIG_TAR)
-    if not lazy_mappings(m):
-        pytest.skip("no page fault events on this kernel")
+    m = lazy_tar
     local = os.path.join(tree_root, "pub", BIG_TAR)
     offset = 500 * MiB
     with open(m.path(BIG_TAR), "rb") as f, open(tmp_path / "out", "wb") as out:
