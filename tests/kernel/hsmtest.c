@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -546,4 +548,30 @@ void sleep_ms(int ms)
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+static int frozen_fs_fd = -1;	/* any fd on the fs, for FIFREEZE/FITHAW */
+
+int thaw(void)
+{
+	return frozen_fs_fd >= 0 ? ioctl(frozen_fs_fd, FITHAW, 0) : -1;
+}
+
+static void thaw_on_timeout(void)
+{
+	thaw();
+}
+
+void freeze_setup(void)
+{
+	frozen_fs_fd = open(base_dir, O_RDONLY | O_DIRECTORY);
+	if (frozen_fs_fd < 0)
+		t_fatal("open %s", base_dir);
+	t_on_timeout(thaw_on_timeout);
+}
+
+int freezer(void *unused)
+{
+	(void)unused;
+	return ioctl(frozen_fs_fd, FIFREEZE, 0) ? 1 : 0;
 }

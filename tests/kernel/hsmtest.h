@@ -142,4 +142,12 @@ void *shared_alloc(size_t size);
 int64_t now_ms(void);
 void sleep_ms(int ms);
 
+/* Freezing the file system under test (base_dir's): freeze_setup() opens
+ * it and has the global timeout thaw it; freezer() is a child's body that
+ * freezes it (FIFREEZE, which waits for writers in progress); thaw() thaws
+ * it, returning what FITHAW did (0 on success). */
+void freeze_setup(void);
+int freezer(void *unused);
+int thaw(void);
+
 #endif /* HSMTEST_H */

@@ -23,12 +23,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -42,7 +40,6 @@
 
 static const char *file;	/* the marked file */
 static const char *other;	/* unmarked destination of writes */
-static int fs_fd = -1;	/* any fd on the fs, for FIFREEZE/FITHAW */
 
 /* Shared with the children */
 struct shared {
@@ -72,18 +69,6 @@ static unsigned char filled[BIG / PAGE];	/* pages the listener wrote */
 static atomic_int entered;	/* events that reached the handler */
 static pid_t freezer_pid;
 static bool freeze_pending;	/* the freeze waited for the NOFILL caller */
-
-static void thaw_on_timeout(void)
-{
-	if (fs_fd >= 0)
-		ioctl(fs_fd, FITHAW, 0);
-}
-
-static int freezer(void *a)
-{
-	(void)a;
-	return ioctl(fs_fd, FIFREEZE, 0) ? 1 : 0;
-}
 
 /* Has the child exited?  Does not reap it; *sig = the killing signal */
 static bool child_exited(pid_t pid, int *sig)
@@ -479,7 +464,7 @@ static void freeze_deadlock(struct listener *l)
 	listener_wait(l, 1, 1000);
 	if (freezer_pid > 0)
 		fst = wait_child(freezer_pid, 20000);
-	ioctl(fs_fd, FITHAW, 0);
+	thaw();
 	t_ok(count(l, FAN_PRE_FAULT | FAN_HSM_NOFILL, 0) >= 1,
 	     "buffered write() from the mapping: FAN_HSM_NOFILL event");
 	t_note("freeze pending while the writer waited: %s",
@@ -503,7 +488,7 @@ static void frozen_fill(struct listener *l)
 	touch_len = 100;
 	sh->go = 1;
 	if (!t_ok(run_child(freezer, NULL, 20000) == 0, "FIFREEZE")) {
-		ioctl(fs_fd, FITHAW, 0);
+		thaw();
 		return;
 	}
 	pid = start_child(do_map_touch, NULL);
@@ -513,7 +498,7 @@ static void frozen_fill(struct listener *l)
 	sleep_ms(300);
 	/* The fill's pwrite waits for the thaw, and the fault for it */
 	blocked = atomic_load(&entered) && !child_exited(pid, NULL);
-	ioctl(fs_fd, FITHAW, 0);
+	thaw();
 	st = wait_child(pid, 30000);
 	t_ok(blocked, "frozen fs: the fault waits for the listener's fill");
 	t_ok(st == 0, "after the thaw the child reads the filled bytes "
@@ -615,10 +600,7 @@ int main(int argc, char **argv)
 	file = t_path("fault.dat");
 	other = t_path("fault.out");
 	sh = shared_alloc(sizeof(*sh));
-	fs_fd = open(base_dir, O_RDONLY | O_DIRECTORY);
-	if (fs_fd < 0)
-		t_fatal("open %s", base_dir);
-	t_on_timeout(thaw_on_timeout);
+	freeze_setup();
 
 	l = listener_start(handler, NULL);
 	make_sparse(file, PAGE);
@@ -641,6 +623,6 @@ int main(int argc, char **argv)
 	}
 
 	listener_stop(l);
-	ioctl(fs_fd, FITHAW, 0);
+	thaw();
 	return t_done();
 }

@@ -33,7 +33,6 @@
 #define FILE_SIZE (256 * 1024)
 
 static const char *src, *dst;
-static int fs_fd = -1;		/* any fd on the fs, for FIFREEZE/FITHAW */
 static int *copy_errno;		/* shared */
 
 /* Handler state, protected by lock */
@@ -41,12 +40,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int go;			/* events up to this number may proceed */
 static int seen;		/* events that reached the handler */
-
-static void thaw_on_timeout(void)
-{
-	if (fs_fd >= 0)
-		ioctl(fs_fd, FITHAW, 0);
-}
 
 static uint32_t hold_then_fill(struct listener *l, struct hsm_event *ev,
 			       void *ctx)
@@ -169,12 +162,6 @@ static int do_read_write(void *a)
 	return result(n < 0 ? -1 : total);
 }
 
-static int freezer(void *a)
-{
-	(void)a;
-	return ioctl(fs_fd, FIFREEZE, 0) ? 1 : 0;
-}
-
 /* Wait until event number n waits in the handler, or the copier exits */
 static bool wait_event_n(int n, int timeout_ms, pid_t copier,
 			 int *copier_status)
@@ -273,12 +260,12 @@ static void run_case(struct listener *l, const struct copy_case *c)
 		/* The handler's write now blocks on the frozen fs */
 		release(events);
 		sleep_ms(200);
-		if (ioctl(fs_fd, FITHAW, 0))
+		if (thaw())
 			t_fatal("FITHAW");
 	}
 	if (copier_status == CHILD_TIMEOUT)
 		copier_status = wait_child(copier, 30000);
-	ioctl(fs_fd, FITHAW, 0);
+	thaw();
 
 	if (c->fn == do_ficlone && events == 0 &&
 	    (*copy_errno == EOPNOTSUPP || *copy_errno == EXDEV ||
@@ -309,10 +296,7 @@ int main(int argc, char **argv)
 	src = t_path("freeze.src");
 	dst = t_path("freeze.dst");
 	copy_errno = shared_alloc(sizeof(*copy_errno));
-	fs_fd = open(base_dir, O_RDONLY | O_DIRECTORY);
-	if (fs_fd < 0)
-		t_fatal("open %s", base_dir);
-	t_on_timeout(thaw_on_timeout);
+	freeze_setup();
 
 	l = listener_start(hold_then_fill, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -321,6 +305,6 @@ int main(int argc, char **argv)
 	/* Let a handler still waiting go before the listener stops */
 	release(1 << 30);
 	listener_stop(l);
-	ioctl(fs_fd, FITHAW, 0);
+	thaw();
 	return t_done();
 }
