@@ -128,6 +128,18 @@ def over_floor(result, key, link, floor_key, kind="s"):
     return f"{seconds / link.rtt / floor:.2f}×"
 
 
+def net_over_floor(result, local, key, link, floor_key, kind="s"):
+    """As over_floor, once the local row's time (what the command itself
+    costs, which the floor leaves aside) is taken off the figure."""
+    value, instead = value_of(result, key)
+    mine, missing = value_of(local, key)
+    floor = link.floor(floor_key)
+    if instead or missing or not floor:
+        return instead or "-"
+    seconds = (value - mine) if kind == "s" else (value - mine) / 1e6
+    return f"{seconds / link.rtt / floor:.2f}×"
+
+
 def of_link(result, key, link):
     value, instead = value_of(result, key)
     return instead or f"{value / link.rate_mib:.0%}"
@@ -155,12 +167,18 @@ def spec_table(names, columns):
 
 
 def cold_time(header, workload, key, get, link, floor_key, kind="s"):
-    """The column of a cold time and, on a WAN link, its ratio to its floor."""
+    """The column of a cold time and, on a WAN link, its ratio to its floor,
+    and for a command's time (kind s) that ratio for the network's part."""
     columns = [(header, lambda n: cell(get(n, workload), key, kind, link))]
     if link.wan and link.floor(floor_key):
         columns.append((f"÷ floor {link.floor(floor_key)} RTT",
                         lambda n: "-" if n in OFF_LINK else
                         over_floor(get(n, workload), key, link, floor_key, kind)))
+        local = get("local", workload)
+        if kind == "s" and local and value_of(local, key)[0] is not None:
+            columns.append(("net ÷ floor", lambda n: "-" if n in OFF_LINK else
+                            net_over_floor(get(n, workload), local, key, link, floor_key,
+                                           kind)))
     return columns
 
 
@@ -327,7 +345,8 @@ def floor_notes(link):
                        f"{fmt_bytes(size)}: {seconds * 1000:.0f} ms = {fmt_rtt(seconds / link.rtt)}"
                        f" at the full rate{' (and the HEADs)' if 'rounded' in key else ''}.")
     out.append("- local uses no link: its times in round trips are what the command itself "
-               "costs, which the floors leave aside too.")
+               "costs, which the floors leave aside too; `net ÷ floor` takes the local time "
+               "off a figure before it divides by the floor.")
     out.append(f"- Warm figures have a floor of 0 RTT; sequential reads cover the "
                f"{span_words(link)}, which at the link's full rate of "
                f"{link.rate_mib:.2f} MiB/s ({link.rate_mbit:g} Mbit/s) take "
