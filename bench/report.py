@@ -128,16 +128,15 @@ def over_floor(result, key, link, floor_key, kind="s"):
     return f"{seconds / link.rtt / floor:.2f}×"
 
 
-def net_over_floor(result, local, key, link, floor_key, kind="s"):
-    """As over_floor, once the local row's time (what the command itself
-    costs, which the floor leaves aside) is taken off the figure."""
+def net_over_floor(result, local, key, link, floor_key):
+    """As over_floor for a time in seconds, once the local row's time (what
+    the command itself costs, which the floor leaves aside) is taken off."""
     value, instead = value_of(result, key)
     mine, missing = value_of(local, key)
     floor = link.floor(floor_key)
     if instead or missing or not floor:
         return instead or "-"
-    seconds = (value - mine) if kind == "s" else (value - mine) / 1e6
-    return f"{seconds / link.rtt / floor:.2f}×"
+    return f"{(value - mine) / link.rtt / floor:.2f}×"
 
 
 def of_link(result, key, link):
@@ -177,8 +176,7 @@ def cold_time(header, workload, key, get, link, floor_key, kind="s"):
         local = get("local", workload)
         if kind == "s" and local and value_of(local, key)[0] is not None:
             columns.append(("net ÷ floor", lambda n: "-" if n in OFF_LINK else
-                            net_over_floor(get(n, workload), local, key, link, floor_key,
-                                           kind)))
+                            net_over_floor(get(n, workload), local, key, link, floor_key)))
     return columns
 
 
