@@ -91,12 +91,13 @@ static const char mount_details[] =
 	"Sizes: listings that round sizes (\"1.2M\", as kernel.org's nginx does) get\n"
 	"exact sizes from parallel HEAD requests when the directory is first read;\n"
 	"exact listings need one request per directory.  The first read of a file\n"
-	"region fetches --min-window bytes.  A sequential reader is kept fed ahead\n"
-	"by twice the link's measured bandwidth-delay product (so one reader fills\n"
-	"a long fat link), growing by at most a quarter of what it read per round\n"
-	"trip, and later by a sixteenth of its run, up to --max-window: a reader\n"
-	"that stops early has cost little more than it read.  Over HTTP/2, all\n"
-	"requests share one connection; HTTP/1.1 gets --max-connections.\n"
+	"region fetches the rest of its --min-window block, from the quarter block\n"
+	"it falls in.  A sequential reader is kept fed ahead by twice the link's\n"
+	"measured bandwidth-delay product (so one reader fills a long fat link),\n"
+	"growing by at most a quarter of what it read per round trip, and later by\n"
+	"a sixteenth of its run, up to --max-window: a reader that stops early has\n"
+	"cost little more than it read.  Over HTTP/2, all requests share one\n"
+	"connection; HTTP/1.1 gets --max-connections.\n"
 	"\n"
 	"Freshness: a listing older than --dir-cache-time is revalidated when its\n"
 	"directory is next looked up or read, with a conditional GET (ETag or\n"
@@ -245,7 +246,8 @@ static const GOptionEntry mount_table[] = {
 	  "Slowest transfer accepted, in bytes per second; slower ones fail and are "
 	  "retried (default: 1K)", "SIZE" },
 	{ "min-window", 0, 0, G_OPTION_ARG_STRING, FIELD(min_window),
-	  "Bytes fetched for a random read (default: 256K)", "SIZE" },
+	  "Block of the fetch grid: a random read fetches the rest of its block, from "
+	  "the quarter block it falls in (default: 256K)", "SIZE" },
 	{ "max-window", 0, 0, G_OPTION_ARG_STRING, FIELD(max_window),
 	  "Most bytes fetched ahead of a sequential reader (default: 8M)", "SIZE" },
 	{ "cache-max-size", 0, 0, G_OPTION_ARG_STRING, FIELD(cache_max_size),

@@ -119,6 +119,27 @@ static void test_range_becomes_present(Fixture *fx, gconstpointer data)
 	assert_cached(fx, 0, TEST_FILE_SIZE);
 }
 
+/* A random read fetches from the quarter block it falls in to the end of
+ * its block (or of the file): it waits for few bytes it did not ask for,
+ * and its request ends on the grid an HTTP cache slices by. */
+static void test_fetch_starts_on_quarter_block(Fixture *fx, gconstpointer data)
+{
+	g_autoptr(GError) err = NULL;
+
+	(void)data;
+	fx->shared.min_window = 65536;
+	g_assert_true(hsm_file_ensure(fx->file, 40000, 4096, NULL, &err));
+	g_assert_no_error(err);
+	g_assert_cmpuint(present(fx), ==, 65536 - 32768);
+	g_assert_true(hsm_file_has(fx->file, 32768, 65536 - 32768));
+	g_assert_false(hsm_file_has(fx->file, 32767, 1));
+	g_assert_true(hsm_file_ensure(fx->file, 90000, 100, NULL, &err));
+	g_assert_cmpuint(present(fx), ==, 65536 - 32768 + TEST_FILE_SIZE - 81920);
+	g_assert_false(hsm_file_has(fx->file, 81919, 1));
+	assert_cached(fx, 81920, TEST_FILE_SIZE);
+	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 2);
+}
+
 /* hsm_file_has() answers from the state alone: no request, no fetch. */
 static void test_has_tells_what_is_present(Fixture *fx, gconstpointer data)
 {
@@ -377,6 +398,7 @@ int main(int argc, char **argv)
 	test_init(&argc, &argv);
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/file/range-becomes-present", test_range_becomes_present);
+	ADD("/file/fetch-starts-on-quarter-block", test_fetch_starts_on_quarter_block);
 	ADD("/file/has-tells-what-is-present", test_has_tells_what_is_present);
 	ADD("/file/ensure-if-present", test_ensure_if_present_reads_ahead_but_never_fetches);
 	ADD("/file/concurrent-readers-share-fetches", test_concurrent_readers_share_fetches);
