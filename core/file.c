@@ -756,7 +756,8 @@ static guint64 read_end(HsmFile *file, guint64 offset, guint64 length)
 	return MIN(offset + MIN(length, G_MAXUINT64 - offset), file->state.size);
 }
 
-gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 length)
+gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 length,
+				    gboolean *complete)
 {
 	guint64 end;
 	gboolean present;
@@ -764,6 +765,9 @@ gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 lengt
 	g_mutex_lock(&file->lock);
 	end = read_end(file, offset, length);
 	present = hsm_file_state_has(&file->state, offset, length);
+	/* A lookup in the range map, not its sum (hsm_file_get_status()): this
+	 * runs for every read of a file fetched in part. */
+	*complete = present && hsm_file_state_has(&file->state, 0, G_MAXUINT64);
 	if (present) {
 		gboolean sequential = note_access(file, offset, end);
 

@@ -48,9 +48,11 @@ gboolean hsm_file_ensure(HsmFile *file, guint64 offset, guint64 length, const Hs
 			 GError **err);
 
 /* hsm_file_ensure() for a range that is all present already: the read
- * counts as one (sequential runs, read-ahead, last use) and TRUE is
- * returned.  Otherwise FALSE, and nothing happens: never waits. */
-gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 length);
+ * counts as one (sequential runs, read-ahead, last use), *complete says
+ * whether all of the file is present, and TRUE is returned.  Otherwise
+ * FALSE, and nothing happens: never waits. */
+gboolean hsm_file_ensure_if_present(HsmFile *file, guint64 offset, guint64 length,
+				    gboolean *complete);
 
 /* TRUE once process pid (GINT_TO_POINTER) no longer exists: a reader
  * that was killed, as an HsmReader's gone(). */

@@ -171,10 +171,7 @@ gboolean hsm_tree_ensure_if_present(HsmTree *tree, const char *relpath, guint64 
 
 	if (!file)
 		return FALSE;
-	present = hsm_file_ensure_if_present(file, offset, length);
-	/* A lookup in the range map, not its sum (hsm_file_get_status()): this
-	 * runs for every read of a file fetched in part. */
-	*complete = present && hsm_file_has(file, 0, G_MAXUINT64);
+	present = hsm_file_ensure_if_present(file, offset, length, complete);
 	hsm_file_unref(file);
 	return present;
 }

@@ -166,20 +166,25 @@ static void test_ensure_if_present_reads_ahead_but_never_fetches(Fixture *fx,
 								  gconstpointer data)
 {
 	g_autoptr(GError) err = NULL;
+	gboolean complete = TRUE;
 
 	(void)data;
-	g_assert_false(hsm_file_ensure_if_present(fx->file, 0, 4096));
+	g_assert_false(hsm_file_ensure_if_present(fx->file, 0, 4096, &complete));
+	g_assert_false(complete);
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 0);
 	g_assert_true(hsm_file_ensure(fx->file, 0, 8192, NULL, &err));
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
 	g_assert_cmpuint(present(fx), ==, 8192);
-	g_assert_false(hsm_file_ensure_if_present(fx->file, 4096, 8192));
+	g_assert_false(hsm_file_ensure_if_present(fx->file, 4096, 8192, &complete));
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
-	g_assert_true(hsm_file_ensure_if_present(fx->file, 4096, 4096));
+	g_assert_true(hsm_file_ensure_if_present(fx->file, 4096, 4096, &complete));
+	g_assert_false(complete);
 	for (int i = 0; i < 1000 && !hsm_file_has(fx->file, 0, TEST_FILE_SIZE); i++)
 		g_usleep(10 * 1000);
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 2);
 	assert_cached(fx, 0, TEST_FILE_SIZE);
+	g_assert_true(hsm_file_ensure_if_present(fx->file, 0, 4096, &complete));
+	g_assert_true(complete);
 }
 
 typedef struct {
