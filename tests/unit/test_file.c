@@ -119,6 +119,14 @@ static void test_range_becomes_present(Fixture *fx, gconstpointer data)
 	assert_cached(fx, 0, TEST_FILE_SIZE);
 }
 
+/* Waits (up to 10 s) for a fetch to make [offset, offset + length) present. */
+static void wait_until_present(Fixture *fx, guint64 offset, guint64 length)
+{
+	for (int i = 0; i < 1000 && !hsm_file_has(fx->file, offset, length); i++)
+		g_usleep(10 * 1000);
+	g_assert_true(hsm_file_has(fx->file, offset, length));
+}
+
 /* A random read fetches from the quarter block it falls in to the end of
  * its block (or of the file): it waits for few bytes it did not ask for,
  * and its request ends on the grid an HTTP cache slices by. */
@@ -130,10 +138,12 @@ static void test_fetch_starts_on_quarter_block(Fixture *fx, gconstpointer data)
 	fx->shared.min_window = 65536;
 	g_assert_true(hsm_file_ensure(fx->file, 40000, 4096, NULL, &err));
 	g_assert_no_error(err);
+	/* The read returns once its bytes are in; the rest of the fetch follows. */
+	wait_until_present(fx, 32768, 65536 - 32768);
 	g_assert_cmpuint(present(fx), ==, 65536 - 32768);
-	g_assert_true(hsm_file_has(fx->file, 32768, 65536 - 32768));
 	g_assert_false(hsm_file_has(fx->file, 32767, 1));
 	g_assert_true(hsm_file_ensure(fx->file, 90000, 100, NULL, &err));
+	wait_until_present(fx, 81920, TEST_FILE_SIZE - 81920);
 	g_assert_cmpuint(present(fx), ==, 65536 - 32768 + TEST_FILE_SIZE - 81920);
 	g_assert_false(hsm_file_has(fx->file, 81919, 1));
 	assert_cached(fx, 81920, TEST_FILE_SIZE);
@@ -179,8 +189,7 @@ static void test_ensure_if_present_reads_ahead_but_never_fetches(Fixture *fx,
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 1);
 	g_assert_true(hsm_file_ensure_if_present(fx->file, 4096, 4096, &complete));
 	g_assert_false(complete);
-	for (int i = 0; i < 1000 && !hsm_file_has(fx->file, 0, TEST_FILE_SIZE); i++)
-		g_usleep(10 * 1000);
+	wait_until_present(fx, 0, TEST_FILE_SIZE);
 	g_assert_cmpint(g_atomic_int_get(&fx->server->requests), ==, 2);
 	assert_cached(fx, 0, TEST_FILE_SIZE);
 	g_assert_true(hsm_file_ensure_if_present(fx->file, 0, 4096, &complete));
