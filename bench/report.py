@@ -160,9 +160,15 @@ def table(header, rows):
 
 
 def spec_table(names, columns):
-    """columns: (header, fn(name) -> cell text)."""
-    return table([""] + [h for h, _ in columns], [[n] + [fn(n) for _, fn in columns]
-                                                 for n in names])
+    """columns: (header, fn(name) -> cell text).  A column without a figure
+    in any row (a workload the run left out) is left out; None when no
+    column is left."""
+    rows = [[fn(n) for _, fn in columns] for n in names]
+    kept = [i for i in range(len(columns)) if any(row[i] != "-" for row in rows)]
+    if not kept:
+        return None
+    return table([""] + [columns[i][0] for i in kept],
+                 [[n] + [row[i] for i in kept] for n, row in zip(names, rows)])
 
 
 def cold_time(header, workload, key, get, link, floor_key, kind="s"):
@@ -365,10 +371,15 @@ def link_markdown(section, image):
     if section.get("orders"):
         out += ["Order of the repetitions: " +
                 "; ".join(", ".join(order) for order in section["orders"]) + ".", ""]
-    out += demo_table(names, get, link) + [""] + metadata_table(names, get, link)
-    out += [""] + random_table(names, get, link) + [""] + sequential_table(names, get, link)
-    out += curl_note(names, get, link) + paired_notes(names, get)
-    out += [""] + concurrency_table(names, get, link, res) + floor_notes(link)
+    tables = [demo_table(names, get, link), metadata_table(names, get, link),
+              random_table(names, get, link),
+              sequential_table(names, get, link) + curl_note(names, get, link)
+              + paired_notes(names, get),
+              concurrency_table(names, get, link, res)]
+    # A table is left out when the run had none of its workloads (--workloads).
+    for lines in (t for t in tables if None not in t):
+        out += lines + [""]
+    out = out[:-1] + floor_notes(link)
     failed = failures(res)
     if failed:
         out += ["", "Failures:", ""] + failed

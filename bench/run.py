@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """FUSE vs fanotify vs peers on a kernel.org-like tree served by a local nginx.
 
-    bench/run.py [--contenders LIST] [--link LIST] [--repeat N] [--threads LIST]
-                 [--out DIR] [--update-readme] [--no-report] [--no-setup]
+    bench/run.py [--contenders LIST] [--link LIST] [--workloads LIST] [--repeat N]
+                 [--threads LIST] [--out DIR] [--update-readme] [--no-report]
+                 [--no-setup]
 
 Runs every workload below for every contender through every link of --link,
 writes the medians into DIR/results.json (one section per link) and has
@@ -66,6 +67,9 @@ warm = the same again once everything was read):
                    preads of the tar (p50, p99) on a fresh mount, then on
                    another fresh mount a cold sequential read in 1 MiB reads,
                    then warm sequential and warm random reads
+--workloads (a comma list of the names above, "read" for the read-T-threads
+and curl's read; default: all) runs only some of them, e.g. in the QEMU
+guest, where TCG makes a full run take hours.
 Before tar-head, xz-head and the reads the bench lists each directory above
 the file (walk_to), outside the timed part: fanotify mode on a mainline
 kernel finds names only in directories that were listed.
@@ -82,10 +86,11 @@ its physical floor (FLOORS below) and the ratio figure / floor, and
 sequential throughput as MiB/s and as a fraction of the link's rate.
 
 Output: DIR (--out) defaults to bench/results/latest, or latest-LINKS (e.g.
-latest-W1) when --link is not the default, so that a partial run does not
-overwrite a full one.  --update-readme also rewrites the results section of
-README.md; --no-report writes only results.json (e.g. in the QEMU guest);
---no-setup skips installing the peers and building httphsm.
+latest-W1) when --link is not the default, with "-some" added when
+--workloads is not, so that a partial run does not overwrite a full one.
+--update-readme also rewrites the results section of README.md; --no-report
+writes only results.json (e.g. in the QEMU guest); --no-setup skips
+installing the peers and building httphsm.
 """
 import argparse
 import datetime
@@ -114,6 +119,8 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 ALL = ["local", "curl", "httphsm-fuse", "httphsm-fanotify", "httpdirfs", "rclone-off",
        "rclone-full"]
 ALL_LINKS = ["none", *LINKS]
+ALL_WORKLOADS = ["tar-head", "xz-head", "deep-first-byte", "ls-5000-exact", "ls-5000-rounded",
+                 "ls-5000-revalidated", "read"]
 MIB = 1 << 20
 # How much of the tar the read workloads cover on a WAN link.  At the link's
 # full rate a read of the span takes ~21 s on W1 (11.9 MiB/s) and ~9 s on W2
@@ -318,6 +325,11 @@ class External(Contender):
                 self.process.kill()
 
 
+def workload_group(name):
+    """The --workloads name that selects workload name."""
+    return "read" if name.startswith("read-") else name
+
+
 def make_contender(name, work, tree_root, cacert=None):
     """Each run as its users run it; cacert: the CA of an HTTPS origin."""
     if name == "curl":
@@ -496,7 +508,12 @@ class LinkRun:
                                stdout=subprocess.DEVNULL, check=True)
 
     def workloads(self, c):
-        """(name, function doing one run of it) for each of c's workloads."""
+        """(name, function doing one run of it) for each of c's workloads
+        that --workloads asks for."""
+        return [(name, run) for name, run in self.all_workloads(c)
+                if workload_group(name) in self.args.workloads]
+
+    def all_workloads(self, c):
         if c.name == "curl":
             return [("read-1-threads", self.curl)]
         exact, rounded = self.site.exact, self.site.rounded
@@ -727,7 +744,9 @@ def parse_args():
                         help="reader counts of the read workloads (default: 1,4,16)")
     parser.add_argument("--link", default=",".join(ALL_LINKS),
                         help="comma list of none, W1, W2 (default: all three)")
-    parser.add_argument("--out", help="default: bench/results/latest[-LINKS]")
+    parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
+                        help="comma list (default: all; read: the read-T-threads)")
+    parser.add_argument("--out", help="default: bench/results/latest[-LINKS][-some]")
     parser.add_argument("--update-readme", action="store_true",
                         help="rewrite the results section of README.md")
     parser.add_argument("--no-report", action="store_true",
@@ -737,6 +756,7 @@ def parse_args():
     args = parser.parse_args()
     args.contenders = comma_list(parser, args.contenders, ALL, "contenders")
     args.links = comma_list(parser, args.link, ALL_LINKS, "link")
+    args.workloads = comma_list(parser, args.workloads, ALL_WORKLOADS, "workloads")
     if args.repeat < 1:
         parser.error("--repeat takes a positive number")
     try:
@@ -745,6 +765,7 @@ def parse_args():
         parser.error("--threads takes numbers, e.g. 1,4,16")
     if not args.out:
         suffix = "" if args.links == ALL_LINKS else "-" + "-".join(args.links)
+        suffix += "" if args.workloads == ALL_WORKLOADS else "-some"
         args.out = os.path.join(HERE, "results", "latest" + suffix)
     if os.geteuid() != 0:
         parser.error("run as root (mounts, drop_caches)")
