@@ -421,7 +421,14 @@ def grouped_bars(ax, names, groups, title, unit, log=False, floors=None):
     """groups: (label, {name: value}); a failed one (None) is a cross on
     the axis, one without an entry an empty slot.  No value labels, which
     would cover bars: the tables have the numbers.  floors: the floor of
-    each group, drawn as a black line across it."""
+    each group, drawn as a black line across it.  A group no contender ran
+    (--workloads) is left out, and a panel with none left is hidden."""
+    kept = [g for g, (_, values) in enumerate(groups) if values]
+    groups = [groups[g] for g in kept]
+    floors = [floors[g] for g in kept] if floors else None
+    if not groups:
+        ax.set_visible(False)
+        return
     width = 0.8 / max(len(names), 1)
     for g, (_, values) in enumerate(groups):
         for i, n in enumerate(names):
